@@ -1,0 +1,28 @@
+"""pddkit: was this text in this language model's pre-training data?
+
+Importing the package has no side effects and does not import torch; the heavy
+modules load when first used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["PddkitError", "__version__", "evaluate", "score"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pddkit.errors import PddkitError
+    from pddkit.pipeline import evaluate, score
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("score", "evaluate"):
+        from pddkit import pipeline
+
+        return getattr(pipeline, name)
+    if name == "PddkitError":
+        from pddkit.errors import PddkitError
+
+        return PddkitError
+    raise AttributeError(f"module 'pddkit' has no attribute {name!r}")

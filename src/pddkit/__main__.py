@@ -1,0 +1,5 @@
+import sys
+
+from pddkit.cli import main
+
+sys.exit(main())

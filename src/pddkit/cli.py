@@ -1,0 +1,175 @@
+"""Command line: wires data, runner, methods and evaluation together; nothing else."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from pddkit import __version__
+from pddkit.errors import PddkitError
+
+logger = logging.getLogger("pddkit")
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    logging.basicConfig(level=level, format="pddkit: %(message)s", stream=sys.stderr, force=True)
+    for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pddkit")
+@click.option("-v", "--verbose", count=True, help="More log output.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+def cli(verbose: int, quiet: bool) -> None:
+    """pddkit: was this text in this language model's pre-training data?"""
+    _setup_logging(verbose, quiet)
+
+
+def _model_options(fn):
+    for opt in reversed([
+        click.option("--device", default="auto", show_default=True,
+                     help="cpu, cuda, cuda:N, mps or auto."),
+        click.option("--dtype", default="auto", show_default=True,
+                     type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+                     help="Model weights' dtype (statistics are always float32)."),
+        click.option("--trust-remote-code", is_flag=True,
+                     help="Allow a model's own code from the hub to run (off by default)."),
+        click.option("--local-files-only", is_flag=True,
+                     help="Never contact the hub; use local directories and the cache."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+@cli.command()
+@click.option("--model", required=True, help="Target model: local directory or hub id.")
+@click.option("--ref-model", default=None, help="Reference model for `ref`.")
+@click.option("--freq", type=click.Path(), default=None,
+              help="Frequency table for `dcpdd` (from `pddkit freq build`).")
+@click.option("--data", type=click.Path(), default=None, help="JSONL file of texts.")
+@click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64.")
+@click.option("--data-dir", type=click.Path(), default=None,
+              help="Local folder with the benchmark's files (else the hub).")
+@click.option("--methods", default="all", show_default=True,
+              help="all, or name[:k=v,...] separated by commas (see `pddkit list`).")
+@click.option("--output", required=True, type=click.Path(), help="Folder for the results.")
+@click.option("--batch-size", default=8, show_default=True, type=int)
+@click.option("--max-length", default=None, type=int,
+              help="Cut texts to this many tokens, start token included (default: context).")
+@click.option("--padding-side", default="right", show_default=True,
+              type=click.Choice(["right", "left"]))
+@click.option("--on-invalid", default="error", show_default=True,
+              type=click.Choice(["error", "skip"]),
+              help="A bad input line stops the run, or is left out and counted.")
+@click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
+              help="Bootstrap resamples for the confidence intervals.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@_model_options
+def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
+        max_length, padding_side, on_invalid, n_bootstrap, seed, device, dtype,
+        trust_remote_code, local_files_only) -> None:
+    """Score texts with every requested method; metrics when they are labelled."""
+    from pddkit.data import load_benchmark, load_jsonl
+    from pddkit.evaluation.table import metrics_table
+    from pddkit.pipeline import RunConfig, run_dataset
+
+    if (data is None) == (benchmark is None):
+        raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
+    dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
+               load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
+    if dataset.skipped:
+        logger.warning("left out %d invalid lines (listed in results.json), e.g. %s: %s",
+                       len(dataset.skipped), dataset.skipped[0].source, dataset.skipped[0].reason)
+    config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
+                       batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
+                       padding_side=padding_side, trust_remote_code=trust_remote_code,
+                       local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed)
+    result = run_dataset(dataset, config)
+    out = result.write(output)
+    c = result.counts
+    click.echo(f"scored {c['samples']} texts with {len(result.methods)} methods "
+               f"({c['truncated']['target']} truncated, {c['skipped']} skipped)")
+    if result.labelled:
+        click.echo(metrics_table(result))
+    click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
+
+
+@cli.group()
+def freq() -> None:
+    """Token frequency tables for DC-PDD."""
+
+
+@freq.command("build")
+@click.option("--tokenizer", "tokenizer_name", required=True,
+              help="Model (directory or hub id) whose tokenizer to count with.")
+@click.option("--output", required=True, type=click.Path(), help="Table file to write (.npz).")
+@click.option("--batch-docs", default=256, show_default=True, type=int,
+              help="Documents encoded per batch.")
+@click.option("--trust-remote-code", is_flag=True)
+@click.option("--local-files-only", is_flag=True)
+@click.argument("corpus", nargs=-1, required=True, type=click.Path())
+def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_files_only,
+               corpus) -> None:
+    """Count token ids over CORPUS (.txt / .jsonl files or folders of them)."""
+    from pddkit.runner.frequency import build_frequency_table
+    from pddkit.runner.loading import load_tokenizer
+
+    tok = load_tokenizer(tokenizer_name, trust_remote_code=trust_remote_code,
+                         local_files_only=local_files_only)
+    table = build_frequency_table(tok, tokenizer_name, corpus, batch_docs=batch_docs)
+    path = table.save(output)
+    click.echo(f"counted {table.total_tokens} tokens in {table.documents} documents from "
+               f"{len(table.sources)} files (vocabulary {table.vocab_size}"
+               + (f", {table.undecodable_lines} lines not UTF-8, decoded with replacement"
+                  if table.undecodable_lines else "")
+               + (f", {table.skipped_lines} JSONL lines without text left out"
+                  if table.skipped_lines else "")
+               + f"): {path}")
+
+
+@cli.command("list")
+def list_cmd() -> None:
+    """Methods with their needs and defaults, and benchmarks."""
+    from pddkit.data import BENCHMARKS
+    from pddkit.methods import METHODS
+
+    click.echo("methods:")
+    for m in METHODS:
+        params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
+        needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
+        click.echo(f"  {m.name:10s} {params:30s} needs: {needs:20s} {m.paper}: {m.summary}")
+    click.echo("benchmarks:")
+    for b in BENCHMARKS:
+        params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"
+        click.echo(f"  {b.name:10s} {params:30s} {b.description}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user errors become one line on stderr and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
+    except PddkitError as e:
+        click.echo(f"pddkit: error: {e}", err=True)
+        return 1
+    except click.exceptions.Abort:
+        click.echo("pddkit: aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Typed inputs: a text under test, and a dataset of them with what was left out and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pddkit.errors import PddkitError
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One text under test. `label` is 1 (member), 0 (non-member) or None (unknown)."""
+
+    id: str
+    text: str
+    label: int | None = None
+    source: str = ""  # where it came from, e.g. "data.jsonl line 12", for error messages
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A line of input that the `skip` policy left out, with the reason."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    samples: tuple[Sample, ...]
+    skipped: tuple[Skipped, ...] = ()
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def labelled(self) -> bool:
+        return bool(self.samples) and self.samples[0].label is not None
+
+    @property
+    def labels(self) -> list[int]:
+        return [s.label for s in self.samples if s.label is not None]
+
+    def counts(self) -> dict[str, int]:
+        members = sum(1 for s in self.samples if s.label == 1)
+        nonmembers = sum(1 for s in self.samples if s.label == 0)
+        return {
+            "samples": len(self.samples),
+            "members": members,
+            "nonmembers": nonmembers,
+            "skipped": len(self.skipped),
+        }
+
+    def require_both_classes(self) -> None:
+        """AUC is undefined with one class; say so before any model runs."""
+        c = self.counts()
+        if c["members"] == 0 or c["nonmembers"] == 0:
+            have = "members (label 1)" if c["members"] else "non-members (label 0)"
+            raise PddkitError(
+                f"{self.name} has only {have}: metrics need both members and non-members "
+                "(drop the labels to get scores only)"
+            )
+
+
+def make_dataset(
+    name: str, samples: list[Sample], skipped: list[Skipped], meta: dict | None = None
+) -> Dataset:
+    """Check dataset-wide rules (non-empty, labels all present or all absent, unique ids)."""
+    if not samples:
+        why = f" ({len(skipped)} lines skipped as invalid)" if skipped else ""
+        raise PddkitError(f"{name} contains no texts{why}")
+    labelled = [s for s in samples if s.label is not None]
+    if labelled and len(labelled) != len(samples):
+        first = next(s for s in samples if s.label is None)
+        raise PddkitError(
+            f"{first.source} has no label but other lines do: label every line or none"
+        )
+    seen: dict[str, str] = {}
+    for s in samples:
+        if s.id in seen:
+            raise PddkitError(f"{s.source} repeats id {s.id!r} already used at {seen[s.id]}")
+        seen[s.id] = s.source
+    return Dataset(name=name, samples=tuple(samples), skipped=tuple(skipped), meta=meta or {})

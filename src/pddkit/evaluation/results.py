@@ -1,0 +1,93 @@
+"""Typed run results and the files of SPEC section 6: results.json and scores.jsonl."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pddkit.evaluation.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    label: str  # column name in scores.jsonl
+    method: str
+    params: dict
+    scores: np.ndarray  # [n_texts] float64, higher = member
+    metrics: Metrics | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    ids: tuple[str, ...]
+    labels: tuple[int, ...] | None
+    methods: tuple[MethodResult, ...]
+    config: dict
+    counts: dict  # samples, members, nonmembers, skipped, truncated per pass
+    timings: dict  # seconds per stage
+    models: dict  # role -> {name, tokenizer, device, dtype, vocab_size}
+    skipped: tuple = ()  # (source, reason) pairs left out by --on-invalid skip
+    notices: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def labelled(self) -> bool:
+        return self.labels is not None
+
+    def scores(self) -> dict[str, np.ndarray]:
+        return {m.label: m.scores for m in self.methods}
+
+    def metrics(self) -> dict[str, Metrics]:
+        return {m.label: m.metrics for m in self.methods if m.metrics is not None}
+
+    def best(self, key: str = "auc") -> str | None:
+        ms = self.metrics()
+        if not ms:
+            return None
+        return max(ms, key=lambda k: ms[k].auc if key == "auc" else ms[k].tpr[float(key)])
+
+    def to_dict(self) -> dict:
+        from pddkit import __version__
+
+        return {
+            "pddkit_version": __version__,
+            "config": self.config,
+            "models": self.models,
+            "counts": self.counts,
+            "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
+            "timings_s": self.timings,
+            "notices": list(self.notices),
+            "methods": {
+                m.label: {
+                    "method": m.method,
+                    "params": m.params,
+                    "metrics": None if m.metrics is None else m.metrics.to_dict(),
+                }
+                for m in self.methods
+            },
+        }
+
+    def write(self, out_dir: str | Path) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(_finite(self.to_dict()), indent=2) + "\n")
+        with (out / "scores.jsonl").open("w") as fh:
+            for i, sid in enumerate(self.ids):
+                row = {"id": sid, "label": None if self.labels is None else self.labels[i]}
+                row.update({m.label: float(m.scores[i]) for m in self.methods})
+                fh.write(json.dumps(row) + "\n")
+        return out
+
+
+def _finite(obj):
+    """JSON has no NaN: an undefined interval (tiny samples) is written as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

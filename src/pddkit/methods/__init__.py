@@ -1,0 +1,15 @@
+"""Detection methods: pure functions of per-token statistics, one file each."""
+
+from pddkit.methods import (  # noqa: F401  (each module registers its method)
+    dcpdd,
+    lowercase,
+    loss,
+    mink,
+    minkpp,
+    reference,
+    surp,
+    zlib_ratio,
+)
+from pddkit.methods.base import METHODS, MethodCall, MethodSpec, Need, register_method, resolve_methods
+
+__all__ = ["METHODS", "MethodCall", "MethodSpec", "Need", "register_method", "resolve_methods"]

@@ -1,0 +1,17 @@
+"""Lowercase calibration (Carlini et al. 2021, sec. 6.2): minus the ratio of log-perplexities."""
+
+import numpy as np
+
+from pddkit.methods.base import Need, register_method
+from pddkit.stats import Observation
+
+_TINY = 1e-12  # keeps the ratio finite if every lowercased token had probability 1
+
+
+@register_method("lowercase", needs=(Need.LOWERCASE,), paper="Carlini et al. 2021",
+                 summary="-(mean L(text) / mean L(text.lower()))")
+def lowercase(obs: Observation) -> float:
+    assert obs.lower is not None
+    mean_text = float(np.mean(obs.target.L, dtype=np.float64))
+    mean_lower = min(float(np.mean(obs.lower.L, dtype=np.float64)), -_TINY)
+    return -(mean_text / mean_lower)

@@ -1,0 +1,22 @@
+"""Min-K%++ (Zhang et al. 2025, ICLR): token log-prob standardised by the model's
+own distribution, z_i = (L_i - mu_i) / sigma_i with mu_i = -H_i, sigma_i^2 = M2_i - H_i^2."""
+
+import numpy as np
+
+from pddkit.methods.base import register_method
+from pddkit.methods.mink import mean_of_lowest
+from pddkit.stats import Observation
+
+VAR_FLOOR = 1e-12
+
+
+def zscores(L: np.ndarray, H: np.ndarray, M2: np.ndarray) -> np.ndarray:
+    L, H, M2 = (np.asarray(a, dtype=np.float64) for a in (L, H, M2))
+    return (L + H) / np.sqrt(np.maximum(M2 - H * H, VAR_FLOOR))
+
+
+@register_method("minkpp", paper="Zhang et al. 2025",
+                 summary="Min-K% over z_i = (L_i + H_i) / sqrt(M2_i - H_i^2)")
+def minkpp(obs: Observation, *, k: float = 0.2) -> float:
+    t = obs.target
+    return mean_of_lowest(zscores(t.L, t.H, t.M2), k)

@@ -1,0 +1,196 @@
+"""Wires the stages: dataset -> statistics passes (the union of needs) -> methods -> metrics.
+
+Python API: `score(texts, model=...)` -> {method: scores} and
+`evaluate(texts, labels, model=...)` -> RunResult with metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pddkit.data.samples import Dataset, Sample, make_dataset
+from pddkit.errors import PddkitError
+from pddkit.evaluation.metrics import compute_metrics
+from pddkit.evaluation.results import MethodResult, RunResult
+from pddkit.methods.base import MethodCall, Need, resolve_methods
+from pddkit.stats import Observation, TokenStats
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run depends on besides the data; written into results.json."""
+
+    model: str
+    methods: str = "all"
+    ref_model: str | None = None
+    freq: str | None = None
+    batch_size: int = 8
+    max_length: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    padding_side: str = "right"
+    trust_remote_code: bool = False
+    local_files_only: bool = False
+    n_bootstrap: int = 1000
+    seed: int = 0
+
+
+def _load(name_or_model, config: RunConfig, role: str):
+    from pddkit.runner.loading import LoadedModel, load_model
+
+    if isinstance(name_or_model, LoadedModel):
+        return name_or_model
+    return load_model(name_or_model, device=config.device, dtype=config.dtype,
+                      trust_remote_code=config.trust_remote_code,
+                      local_files_only=config.local_files_only, role=role)
+
+
+def _model_info(lm) -> dict:
+    return {"name": lm.name, "tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name),
+            "vocab_size": len(lm.tokenizer), "device": lm.device, "dtype": lm.dtype,
+            "context_length": lm.context_length}
+
+
+def _check_finite(stats: list[TokenStats], dataset: Dataset, what: str) -> None:
+    for st, s in zip(stats, dataset.samples):
+        if not (np.isfinite(st.L).all() and np.isfinite(st.H).all() and np.isfinite(st.M2).all()):
+            raise PddkitError(f"{what} gave non-finite log-probabilities for {s.source or s.id} "
+                              "(a float16 overflow? try --dtype float32)")
+
+
+def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None) -> RunResult:
+    """Score `dataset` with every requested method; metrics when it is labelled.
+
+    `model` / `ref_model` may be preloaded `LoadedModel`s (else loaded from the config).
+    """
+    from pddkit.runner.frequency import FrequencyTable
+    from pddkit.runner.token_stats import StatsRunner
+
+    timings: dict[str, float] = {}
+    available = {Need.LOWERCASE}
+    if config.ref_model or ref_model is not None:
+        available.add(Need.REFERENCE)
+    if config.freq:
+        available.add(Need.FREQUENCY)
+    calls = resolve_methods(config.methods, available)
+    needs = set().union(*(c.spec.needs for c in calls))
+    if dataset.labelled:
+        dataset.require_both_classes()
+
+    t0 = time.perf_counter()
+    lm = _load(model if model is not None else config.model, config, "model")
+    models = {"target": _model_info(lm)}
+    log_freq = None
+    if Need.FREQUENCY in needs:
+        table = FrequencyTable.load(config.freq)
+        table.check_tokenizer(lm.tokenizer, lm.name, config.freq)
+        log_freq = table.log_freq()
+        models["frequency_table"] = {"path": str(config.freq), **{
+            k: v for k, v in table.meta().items() if k != "sources"}}
+    timings["load"] = time.perf_counter() - t0
+
+    texts = [s.text for s in dataset.samples]
+    names = [s.source or f"sample {s.id}" for s in dataset.samples]
+    runner = StatsRunner(lm, batch_size=config.batch_size, padding_side=config.padding_side,
+                         max_length=config.max_length)
+    t0 = time.perf_counter()
+    target = runner.run(texts, names, desc="target pass")
+    _check_finite(target, dataset, lm.name)
+    timings["target_pass"] = time.perf_counter() - t0
+    counts = dict(dataset.counts())
+    counts["truncated"] = {"target": sum(s.truncated for s in target)}
+    counts["tokens"] = {"target": int(sum(len(s) for s in target))}
+
+    lower = reference = None
+    if Need.LOWERCASE in needs:
+        t0 = time.perf_counter()
+        lower = runner.run([t.lower() for t in texts], names, desc="lowercase pass")
+        timings["lowercase_pass"] = time.perf_counter() - t0
+        counts["truncated"]["lowercase"] = sum(s.truncated for s in lower)
+    if Need.REFERENCE in needs:
+        t0 = time.perf_counter()
+        rlm = _load(ref_model if ref_model is not None else config.ref_model, config,
+                    "reference model")
+        models["reference"] = _model_info(rlm)
+        reference = StatsRunner(rlm, batch_size=config.batch_size,
+                                padding_side=config.padding_side,
+                                max_length=config.max_length).run(texts, names, "reference pass")
+        _check_finite(reference, dataset, rlm.name)
+        timings["reference_pass"] = time.perf_counter() - t0
+        counts["truncated"]["reference"] = sum(s.truncated for s in reference)
+
+    t0 = time.perf_counter()
+    obs = [Observation(text=texts[i], target=target[i],
+                       lower=None if lower is None else lower[i],
+                       reference=None if reference is None else reference[i],
+                       log_freq=log_freq) for i in range(len(texts))]
+    labels = tuple(dataset.labels) if dataset.labelled else None
+    results = [_score_method(c, obs, labels, config) for c in calls]
+    timings["methods_and_metrics"] = time.perf_counter() - t0
+
+    return RunResult(
+        ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
+        config={**asdict(config), "dataset": dataset.name,
+                "methods_resolved": [c.label for c in calls]},
+        counts=counts, timings=timings, models=models,
+        skipped=tuple((s.source, s.reason) for s in dataset.skipped),
+    )
+
+
+def _score_method(call: MethodCall, obs: list[Observation], labels, config: RunConfig):
+    scores = np.fromiter((call(o) for o in obs), dtype=np.float64, count=len(obs))
+    if not np.isfinite(scores).all():  # a method bug, never the user's fault
+        raise RuntimeError(f"method {call.label} produced a non-finite score")
+    metrics = None
+    if labels is not None:
+        metrics = compute_metrics(scores, np.asarray(labels), n_bootstrap=config.n_bootstrap,
+                                  seed=config.seed)
+    return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
+
+
+def _dataset(texts: Sequence[str], labels: Sequence[int] | None) -> Dataset:
+    if isinstance(texts, str):
+        raise PddkitError("texts must be a list of strings, not one string")
+    if labels is not None and len(labels) != len(texts):
+        raise PddkitError(f"{len(texts)} texts but {len(labels)} labels")
+    samples = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise PddkitError(f"text {i} is empty, whitespace only or not a string")
+        lab = None if labels is None else int(labels[i])
+        if lab not in (None, 0, 1):
+            raise PddkitError(f"text {i} has label {labels[i]!r}; labels must be 0 or 1")
+        samples.append(Sample(id=str(i), text=t, label=lab, source=f"text {i}"))
+    return make_dataset("texts", samples, [])
+
+
+def score(texts: Sequence[str], model, methods: str = "all", *, ref_model=None,
+          freq: str | None = None, batch_size: int = 8, max_length: int | None = None,
+          device: str = "auto", dtype: str = "auto") -> dict[str, np.ndarray]:
+    """Scores per method (higher = more likely a member) for `texts` under `model`.
+
+    `model` and `ref_model`: a local directory, a hub id, or a `LoadedModel`.
+    """
+    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
+                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
+                    batch_size=batch_size, max_length=max_length, device=device, dtype=dtype)
+    return run_dataset(_dataset(texts, None), cfg, model=model, ref_model=ref_model).scores()
+
+
+def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = "all", *,
+             ref_model=None, freq: str | None = None, batch_size: int = 8,
+             max_length: int | None = None, device: str = "auto", dtype: str = "auto",
+             n_bootstrap: int = 1000, seed: int = 0) -> RunResult:
+    """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method."""
+    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
+                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
+                    batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
+                    n_bootstrap=n_bootstrap, seed=seed)
+    return run_dataset(_dataset(texts, labels), cfg, model=model, ref_model=ref_model)

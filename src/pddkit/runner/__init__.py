@@ -1,0 +1,1 @@
+"""(model, texts) -> per-token statistics, once; plus model loading and frequency tables."""

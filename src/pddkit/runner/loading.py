@@ -1,0 +1,115 @@
+"""Load a causal LM and its tokenizer from a local directory or a Hugging Face hub id."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pddkit.errors import PddkitError
+
+logger = logging.getLogger(__name__)
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: Any  # transformers.PreTrainedModel, in eval mode
+    tokenizer: Any  # transformers.PreTrainedTokenizerBase
+    name: str
+    device: str
+    dtype: str
+
+    @property
+    def context_length(self) -> int | None:
+        cfg = self.model.config
+        for attr in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+            value = getattr(cfg, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+
+def pick_device(device: str) -> str:
+    import torch
+
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def pick_dtype(dtype: str, device: str):
+    import torch
+
+    if dtype not in DTYPES:
+        raise PddkitError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if dtype == "auto":
+        if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return getattr(torch, dtype)
+
+
+def _looks_local(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or \
+        name.count("/") > 1 or "\\" in name
+
+
+def load_model(
+    name: str,
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
+    local_files_only: bool = False,
+    role: str = "model",
+) -> LoadedModel:
+    """`name` is a local directory or a hub id; remote code runs only if asked for."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if _looks_local(name) and not Path(name).expanduser().exists():
+        raise PddkitError(f"{role} path {name} does not exist")
+    device = pick_device(device)
+    torch_dtype = pick_dtype(dtype, device)
+    src = str(Path(name).expanduser()) if _looks_local(name) else name
+    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src, **common)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **common)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = "the directory" if _looks_local(name) else "the hub (offline? try a local path)"
+        raise PddkitError(f"could not load {role} {name} from {where}: {first}") from None
+    model.to(device).eval()
+    logger.info("loaded %s %s on %s (%s)", role, name, device, torch_dtype)
+    return LoadedModel(model, tokenizer, name, device, str(torch_dtype).replace("torch.", ""))
+
+
+def start_token_id(tokenizer, name: str = "model") -> int:
+    """x_0 of SPEC section 2: BOS, else EOS."""
+    for tok_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if tok_id is not None:
+            return int(tok_id)
+    raise PddkitError(f"the tokenizer of {name} has neither a BOS nor an EOS token to start texts")
+
+
+def load_tokenizer(name: str, *, trust_remote_code: bool = False, local_files_only: bool = False):
+    """Just the tokenizer of a model directory or hub id (for frequency tables)."""
+    from transformers import AutoTokenizer
+
+    if _looks_local(name) and not Path(name).expanduser().exists():
+        raise PddkitError(f"tokenizer path {name} does not exist")
+    src = str(Path(name).expanduser()) if _looks_local(name) else name
+    try:
+        return AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code,
+                                             local_files_only=local_files_only)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PddkitError(f"could not load the tokenizer of {name}: {first}") from None

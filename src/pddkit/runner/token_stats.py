@@ -1,0 +1,218 @@
+"""The statistics pass (SPEC section 2): L, H, M2 for every text position in one forward.
+
+Texts are sorted by length and batched; the model body runs once per batch; the output
+head and the softmax run over the non-padding positions only, in chunks sized so that
+memory never holds more than `chunk_bytes` of [positions, vocabulary] floats.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pddkit import progress
+from pddkit.errors import PddkitError
+from pddkit.runner.loading import LoadedModel, start_token_id
+from pddkit.stats import TokenStats
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_BYTES = 256 * 2**20
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """Token ids of each text (start token not included), after truncation."""
+
+    ids: list[list[int]]
+    truncated: list[bool]
+
+    @property
+    def n_truncated(self) -> int:
+        return sum(self.truncated)
+
+
+def encode(lm: LoadedModel, texts: Sequence[str], names: Sequence[str],
+           max_length: int | None = None) -> Encoded:
+    """Encode with add_special_tokens=False; cut to the context minus the start token."""
+    limit = lm.context_length
+    if max_length is not None:
+        limit = max_length if limit is None else min(limit, max_length)
+    keep = None if limit is None else limit - 1
+    if keep is not None and keep < 1:
+        raise PddkitError(f"--max-length {max_length} leaves no room for a text token")
+    ids = lm.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+    truncated = []
+    for i, seq in enumerate(ids):
+        if not seq:
+            raise PddkitError(f"{names[i]} encodes to no tokens under the tokenizer of {lm.name}")
+        truncated.append(keep is not None and len(seq) > keep)
+        if truncated[-1]:
+            ids[i] = seq[:keep]
+    n_cut = sum(truncated)
+    if n_cut:
+        logger.warning("%d of %d texts were longer than %d tokens and were truncated (%s)",
+                       n_cut, len(texts), keep, lm.name)
+    return Encoded(ids=ids, truncated=truncated)
+
+
+def _body_and_head(model):
+    """The transformer body (returns final hidden states) and the output head, if separable."""
+    head = model.get_output_embeddings()
+    body = getattr(model, "base_model", None)
+    if head is None or body is None or body is model:
+        return None, None
+    params = inspect.signature(body.forward).parameters
+    return body, {"position_ids": "position_ids" in params, "use_cache": "use_cache" in params}
+
+
+def _postprocess(config, logits):
+    """Logit transforms some families apply after the head (Cohere, Granite, Gemma 2/3)."""
+    import torch
+
+    scale = getattr(config, "logit_scale", None)
+    if isinstance(scale, (int, float)) and config.model_type.startswith("cohere"):
+        logits = logits * scale
+    scaling = getattr(config, "logits_scaling", None)
+    if isinstance(scaling, (int, float)) and scaling != 1:
+        logits = logits / scaling
+    cap = getattr(config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def chunk_stats(logits, targets):
+    """[C, V] logits, [C] target ids -> (L, H, M2), each [C], in float32."""
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
+    L = logp.gather(1, targets[:, None])[:, 0]  # [C]
+    p = logp.exp()  # [C, V]
+    p.mul_(logp)  # [C, V] p log p
+    H = -p.sum(-1)  # [C]
+    M2 = torch.linalg.vecdot(p, logp)  # [C] sum p (log p)^2
+    return L, H, M2
+
+
+class StatsRunner:
+    """Computes TokenStats for a model; one instance per loaded model."""
+
+    def __init__(self, lm: LoadedModel, batch_size: int = 8, padding_side: str = "right",
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_length: int | None = None) -> None:
+        if batch_size < 1:
+            raise PddkitError(f"--batch-size must be at least 1, not {batch_size}")
+        if padding_side not in ("left", "right"):
+            raise PddkitError(f"padding side must be 'left' or 'right', not {padding_side!r}")
+        self.lm = lm
+        self.batch_size = batch_size
+        self.padding_side = padding_side
+        self.chunk_bytes = chunk_bytes
+        self.max_length = max_length
+        self.start_id = start_token_id(lm.tokenizer, lm.name)
+        self.body, self._accepts = _body_and_head(lm.model)
+        self.head = lm.model.get_output_embeddings()
+        self._checked = False
+
+    def run(self, texts: Sequence[str], names: Sequence[str] | None = None,
+            desc: str = "statistics") -> list[TokenStats]:
+        names = names or [f"text {i + 1}" for i in range(len(texts))]
+        enc = encode(self.lm, texts, names, self.max_length)
+        return self.run_ids(enc.ids, enc.truncated, desc=desc)
+
+    def run_ids(self, ids: list[list[int]], truncated: list[bool] | None = None,
+                desc: str = "statistics") -> list[TokenStats]:
+        import torch
+
+        truncated = truncated or [False] * len(ids)
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # longest first
+        out: list[TokenStats | None] = [None] * len(ids)
+        if self.body is not None and not self._checked and ids:
+            self._check_head(ids[order[-1]])
+        bar = progress.bar(total=sum(len(s) for s in ids), desc=desc, unit="tok")
+        with torch.inference_mode():
+            for b in range(0, len(order), self.batch_size):
+                batch = order[b:b + self.batch_size]
+                stats = self._batch([ids[i] for i in batch])
+                for i, (L, H, M2) in zip(batch, stats):
+                    out[i] = TokenStats(np.asarray(ids[i], dtype=np.int64), L, H, M2,
+                                        truncated[i])
+                bar.update(sum(len(ids[i]) for i in batch))
+        bar.close()
+        return out  # type: ignore[return-value]
+
+    def _inputs(self, seqs: list[list[int]]):
+        """Padded [B, T+1] ids with the start token, mask, position ids, prediction mask."""
+        import torch
+
+        B, T = len(seqs), max(len(s) for s in seqs) + 1
+        input_ids = torch.full((B, T), self.start_id, dtype=torch.long)
+        mask = torch.zeros((B, T), dtype=torch.long)
+        for r, s in enumerate(seqs):
+            row = torch.tensor([self.start_id, *s], dtype=torch.long)
+            lo = T - len(row) if self.padding_side == "left" else 0
+            input_ids[r, lo:lo + len(row)] = row
+            mask[r, lo:lo + len(row)] = 1
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, T]
+        # position t predicts token t+1: every real position except each row's last
+        predict = mask.clone()
+        last = (position_ids * mask).argmax(-1)  # [B] index of each row's last real token
+        predict[torch.arange(B), last] = 0
+        dev = self.lm.device
+        return input_ids.to(dev), mask.to(dev), position_ids.to(dev), predict.bool().to(dev)
+
+    def _hidden(self, input_ids, mask, position_ids):
+        """[B, T, d] final hidden states (or [B, T, V] logits when the head is not separable)."""
+        if self.body is None:
+            return self.lm.model(input_ids=input_ids, attention_mask=mask,
+                                 position_ids=position_ids, use_cache=False).logits
+        kwargs = {"input_ids": input_ids, "attention_mask": mask}
+        if self._accepts["position_ids"]:
+            kwargs["position_ids"] = position_ids
+        if self._accepts["use_cache"]:
+            kwargs["use_cache"] = False
+        return self.body(**kwargs)[0]
+
+    def _batch(self, seqs: list[list[int]]):
+        import torch
+
+        input_ids, mask, position_ids, predict = self._inputs(seqs)
+        hidden = self._hidden(input_ids, mask, position_ids)  # [B, T, d|V]
+        # targets: the next real token after each predicting position
+        nxt = torch.roll(input_ids, shifts=-1, dims=1)  # [B, T]
+        h = hidden[predict]  # [P, d] only real positions, row-major = text order
+        tgt = nxt[predict]  # [P]
+        V = self.head.weight.shape[0] if self.body is not None else hidden.shape[-1]
+        chunk = max(1, self.chunk_bytes // (V * 4 * 3))
+        parts = []
+        for c in range(0, h.shape[0], chunk):
+            hc = h[c:c + chunk]
+            logits = hc if self.body is None else _postprocess(self.lm.model.config, self.head(hc))
+            parts.append(torch.stack(chunk_stats(logits, tgt[c:c + chunk]), dim=1))  # [C, 3]
+        flat = torch.cat(parts).float().cpu().numpy()  # [P, 3]
+        result, start = [], 0
+        for s in seqs:
+            block = flat[start:start + len(s)]
+            result.append((block[:, 0].copy(), block[:, 1].copy(), block[:, 2].copy()))
+            start += len(s)
+        return result
+
+    def _check_head(self, seq: list[int]) -> None:
+        """Once per model: body + head must reproduce the model's own logits, else fall back."""
+        import torch
+
+        self._checked = True
+        x = torch.tensor([[self.start_id, *seq[:15]]], device=self.lm.device)
+        with torch.inference_mode():
+            want = torch.log_softmax(self.lm.model(input_ids=x, attention_mask=torch.ones_like(x),
+                                                  use_cache=False).logits.float(), -1)
+            hid = self._hidden(x, torch.ones_like(x), torch.arange(x.shape[1])[None].to(x.device))
+            got = torch.log_softmax(_postprocess(self.lm.model.config, self.head(hid)).float(), -1)
+        if not torch.allclose(want, got, atol=1e-3, rtol=1e-3):
+            logger.warning("%s: body + output head do not reproduce the model's logits; using "
+                           "full logits per batch (more memory)", self.lm.name)
+            self.body = None

@@ -1,0 +1,116 @@
+"""Train tiny GPT-2-shaped models and byte-level BPE tokenizers on chosen texts, on CPU."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from pddkit import progress
+
+logger = logging.getLogger(__name__)
+
+EOT = "<|endoftext|>"
+
+
+def _wrap(tok):
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOT, eos_token=EOT,
+                                   pad_token=EOT, unk_token=None)
+
+
+def train_bpe_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
+    """A byte-level BPE trained on `texts`, with <|endoftext|> as BOS/EOS/PAD."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return _wrap(tok)
+
+
+def gpt2_tokenizer(vocab_dir: str | Path):
+    """The real GPT-2 vocabulary from vocab.json + merges.txt (50,257 tokens)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    d = Path(vocab_dir)
+    tok = Tokenizer(models.BPE.from_file(str(d / "vocab.json"), str(d / "merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return _wrap(tok)
+
+
+def build_gpt2(tokenizer, n_layer: int = 2, n_embd: int = 64, n_head: int = 2,
+               n_positions: int = 256, seed: int = 0):
+    """A randomly initialised GPT-2-shaped causal LM sized to `tokenizer`."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    cfg = GPT2Config(vocab_size=len(tokenizer), n_positions=n_positions, n_embd=n_embd,
+                     n_layer=n_layer, n_head=n_head, bos_token_id=tokenizer.bos_token_id,
+                     eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return GPT2LMHeadModel(cfg)
+
+
+def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr: float = 3e-3,
+                    batch_size: int = 16, seed: int = 0) -> list[float]:
+    """Next-token training on `texts` (each prefixed by the start token, cut to the context).
+
+    Returns the mean loss of each epoch.
+    """
+    import torch
+
+    ctx = model.config.n_positions
+    start = tokenizer.bos_token_id
+    seqs = [[start, *ids][:ctx] for ids in tokenizer(list(texts), add_special_tokens=False)[
+        "input_ids"]]
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    steps = epochs * ((len(seqs) + batch_size - 1) // batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)))
+    model.train()
+    history = []
+    bar = progress.bar(total=steps, desc="training", unit="step")
+    for _ in range(epochs):
+        order = sorted(range(len(seqs)), key=lambda _i: rng.random())
+        total, count = 0.0, 0
+        for b in range(0, len(order), batch_size):
+            batch = [seqs[i] for i in order[b:b + batch_size]]
+            T = max(len(s) for s in batch)
+            ids = torch.full((len(batch), T), start, dtype=torch.long)
+            labels = torch.full((len(batch), T), -100, dtype=torch.long)
+            mask = torch.zeros((len(batch), T), dtype=torch.long)
+            for r, s in enumerate(batch):
+                ids[r, :len(s)] = torch.tensor(s)
+                labels[r, :len(s)] = torch.tensor(s)
+                mask[r, :len(s)] = 1
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            total += float(loss.detach()) * len(batch)
+            count += len(batch)
+            bar.update(1)
+        history.append(total / count)
+        logger.info("epoch %d: loss %.3f", len(history), history[-1])
+    bar.close()
+    model.eval()
+    return history
+
+
+def save(model, tokenizer, out_dir: str | Path) -> Path:
+    """An ordinary Hugging Face model directory: `pddkit run --model DIR` loads it."""
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

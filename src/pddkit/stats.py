@@ -1,0 +1,48 @@
+"""Per-token statistics (SPEC section 2): the only model output single-pass methods see."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TokenStats:
+    """Statistics of one text under one model, over its n text positions (no start token).
+
+    ids[i] = x_{i+1}; L = log P(x_i); H = entropy of P_i (nats); M2 = E_{P_i}[(log P)^2].
+    """
+
+    ids: np.ndarray  # [n] int64
+    L: np.ndarray  # [n] float32
+    H: np.ndarray  # [n] float32
+    M2: np.ndarray  # [n] float32
+    truncated: bool = False  # the text was cut to the model's context
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def from_lists(cls, ids, L, H=None, M2=None, truncated: bool = False) -> TokenStats:
+        """Hand-made statistics (tests, examples): H and M2 default to zeros."""
+        n = len(ids)
+        zeros = [0.0] * n
+        return cls(
+            ids=np.asarray(ids, dtype=np.int64),
+            L=np.asarray(L, dtype=np.float32),
+            H=np.asarray(zeros if H is None else H, dtype=np.float32),
+            M2=np.asarray(zeros if M2 is None else M2, dtype=np.float32),
+            truncated=truncated,
+        )
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything a method may read about one text; fields a run did not compute are None."""
+
+    text: str
+    target: TokenStats
+    lower: TokenStats | None = None  # target model on text.lower()
+    reference: TokenStats | None = None  # reference model, its own tokenizer
+    log_freq: np.ndarray | None = None  # [|V|] log f(v) of the frequency table (DC-PDD)

@@ -1,0 +1,83 @@
+"""Shared fixtures: real text from ../shared and tiny GPT-2-shaped models trained on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PDDKIT_PROGRESS", "0")
+
+SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+
+def shared_path(*parts: str) -> Path:
+    p = SHARED.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"{p} is not here (CI always has ../shared)")
+    return p
+
+
+@dataclass(frozen=True)
+class ToyWorld:
+    """A tiny target model trained on `members`, a reference model trained on `pool`
+    (same tokenizer), a frequency table from `pool`, and held-out `nonmembers`."""
+
+    target_dir: Path
+    ref_dir: Path
+    freq_path: Path
+    members: list[str]
+    nonmembers: list[str]
+    pool: list[str]
+    data_path: Path  # JSONL of members (label 1) and non-members (label 0)
+
+
+def gutenberg_paragraphs(n: int, seed: int = 0) -> list[str]:
+    """`n` distinct paragraphs of 40-120 words from Doyle's and Austen's books."""
+    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+
+    root = shared_path("corpora", "gutenberg")
+    paras: list[str] = []
+    for author in ("Doyle, Arthur Conan", "Austen, Jane"):
+        for f in sorted((root / author).glob("*.txt"))[:4]:
+            text = strip_gutenberg(f.read_text(encoding="utf-8", errors="replace"))
+            paras += [p for p in paragraphs(text, 40) if len(p.split()) <= 120]
+    paras = sorted(set(paras))
+    random.Random(seed).shuffle(paras)
+    assert len(paras) >= n, len(paras)
+    return paras[:n]
+
+
+@pytest.fixture(scope="session")
+def toy_world(tmp_path_factory) -> ToyWorld:
+    from pddkit.runner.frequency import build_frequency_table
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
+
+    root = tmp_path_factory.mktemp("toy")
+    texts = gutenberg_paragraphs(240)
+    members, nonmembers, pool = texts[:60], texts[60:120], texts[120:240]
+    tok = train_bpe_tokenizer(members + pool, vocab_size=1024)  # never sees non-members
+    target = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=0)
+    train_causal_lm(target, tok, members, epochs=40, lr=3e-3, batch_size=12, seed=0)
+    ref = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=1)
+    train_causal_lm(ref, tok, pool, epochs=8, lr=3e-3, batch_size=12, seed=1)
+    target_dir, ref_dir = save(target, tok, root / "target"), save(ref, tok, root / "ref")
+    pool_file = root / "pool.jsonl"
+    pool_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in pool))
+    freq_path = build_frequency_table(tok, str(target_dir), [pool_file]).save(root / "freq.npz")
+    data = root / "data.jsonl"
+    rows = [{"id": f"m{i}", "text": t, "label": 1} for i, t in enumerate(members)]
+    rows += [{"id": f"n{i}", "text": t, "label": 0} for i, t in enumerate(nonmembers)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return ToyWorld(target_dir, ref_dir, freq_path, members, nonmembers, pool, data)
+
+
+@pytest.fixture(scope="session")
+def toy_lm(toy_world):
+    from pddkit.runner.loading import load_model
+
+    return load_model(str(toy_world.target_dir), device="cpu", dtype="float32")

@@ -1,0 +1,73 @@
+"""One contract over every registered method: a finite float, deterministic, pure, and
+higher for member-like statistics than for non-member-like ones."""
+
+import numpy as np
+import pytest
+
+from pddkit.methods import METHODS
+from pddkit.stats import Observation, TokenStats
+
+VOCAB = 50
+LOG_FREQ = np.log(np.full(VOCAB, 0.995))  # -p log f stays below every default cap
+
+
+def make_obs(rng, member: bool, n: int) -> Observation:
+    ids = rng.integers(0, VOCAB, n)
+    L = (-1.0 if member else -5.0) + 0.3 * rng.standard_normal(n)
+    H = 1.0 + 0.2 * rng.random(n)
+    M2 = H * H + 1.0
+    lower = TokenStats(rng.integers(0, VOCAB, n + 2), np.full(n + 2, -6.0, np.float32),
+                       H.astype(np.float32), M2.astype(np.float32))
+    ref = TokenStats(rng.integers(0, VOCAB, n - 1 if n > 1 else 1),
+                     np.full(max(n - 1, 1), -3.0, np.float32), np.ones(max(n - 1, 1), np.float32),
+                     np.full(max(n - 1, 1), 2.0, np.float32))
+    tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32))
+    return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ)
+
+
+ALL = METHODS.names()
+TEXT = "The same text for every observation, so only the model statistics differ."
+
+
+def test_registry_holds_the_eight_spec_methods():
+    assert set(ALL) >= {"loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd"}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_contract(name):
+    spec = METHODS.get(name)
+    rng = np.random.default_rng(0)
+    members = [make_obs(rng, True, n) for n in rng.integers(1, 60, 40)]
+    nonmembers = [make_obs(rng, False, n) for n in rng.integers(1, 60, 40)]
+    for o in members + nonmembers:
+        s = spec.fn(o, **spec.defaults)
+        assert isinstance(s, float) and np.isfinite(s)
+        assert spec.fn(o, **spec.defaults) == s  # deterministic
+    before = members[0].target.L.copy()
+    spec.fn(members[0], **spec.defaults)
+    assert np.array_equal(before, members[0].target.L)  # pure: inputs untouched
+    sm = [spec.fn(o, **spec.defaults) for o in members]
+    sn = [spec.fn(o, **spec.defaults) for o in nonmembers]
+    assert min(sm) > max(sn), f"{name}: members must score higher"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_edge_statistics_stay_finite(name):
+    """One token, ties, probability one, zero variance, near-zero probability."""
+    spec = METHODS.get(name)
+    cases = [
+        ([0], [0.0], [0.0], [0.0]),
+        ([1, 1, 1], [-2.0] * 3, [1.0] * 3, [1.0] * 3),
+        ([2, 3], [-80.0, -1e-7], [0.0, 10.0], [0.0, 100.0]),
+    ]
+    for ids, L, H, M2 in cases:
+        st = TokenStats.from_lists(ids, L, H, M2)
+        o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ)
+        assert np.isfinite(spec.fn(o, **spec.defaults))
+
+
+def test_every_method_declares_paper_and_summary():
+    for spec in METHODS:
+        assert spec.paper and spec.summary
+        for v in spec.defaults.values():
+            assert isinstance(v, (int, float))
