@@ -61,9 +61,9 @@ def toy_world(tmp_path_factory) -> ToyWorld:
     texts = gutenberg_paragraphs(240)
     members, nonmembers, pool = texts[:60], texts[60:120], texts[120:240]
     tok = train_bpe_tokenizer(members + pool, vocab_size=1024)  # never sees non-members
-    target = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=0)
+    target = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=0)
     train_causal_lm(target, tok, members, epochs=40, lr=3e-3, batch_size=12, seed=0)
-    ref = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=1)
+    ref = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=1)
     train_causal_lm(ref, tok, pool, epochs=8, lr=3e-3, batch_size=12, seed=1)
     target_dir, ref_dir = save(target, tok, root / "target"), save(ref, tok, root / "ref")
     pool_file = root / "pool.jsonl"

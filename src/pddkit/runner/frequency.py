@@ -137,8 +137,7 @@ def _lines(path: Path, tally: _Tally) -> Iterator[tuple[int, str]]:
 
 
 def _documents(path: Path, tally: _Tally, block_chars: int) -> Iterator[str]:
-    """JSONL: one document per line. Text: one document per file, streamed in blocks that
-    end just before a line starting with a non-space (a cut byte-level BPE never sees)."""
+    """JSONL: one document per line. Text: one document per file, streamed in blocks."""
     if path.suffix == ".jsonl":
         for no, line in _lines(path, tally):
             if not line.strip():
@@ -156,20 +155,22 @@ def _documents(path: Path, tally: _Tally, block_chars: int) -> Iterator[str]:
             yield text
         return
     tally.documents += 1
-    buf: list[str] = []
-    size = 0
+    buf = ""
     for _, line in _lines(path, tally):
-        if size >= block_chars and line[:1] and not line[:1].isspace():
-            yield "".join(buf)
-            buf, size = [], 0
-        buf.append(line)
-        size += len(line)
+        buf += line
+        if len(buf) >= block_chars:
+            # cut between the last non-space character and the whitespace after it: a
+            # boundary of every GPT-2-style pre-tokenizer, so counts equal whole-file counts
+            end = len(buf.rstrip())
+            if end:
+                yield buf[:end]
+                buf = buf[end:]
     if buf:
-        yield "".join(buf)
+        yield buf
 
 
 def build_frequency_table(tokenizer, tokenizer_name: str, corpus: Iterable[str | Path],
-                          batch_docs: int = 256, block_chars: int = 1 << 16) -> FrequencyTable:
+                          batch_docs: int = 256, block_chars: int = 1 << 14) -> FrequencyTable:
     """Count token ids (add_special_tokens=False, no truncation) over text/JSONL files."""
     files = _corpus_files(corpus)
     V = len(tokenizer)
