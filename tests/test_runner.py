@@ -61,7 +61,7 @@ def test_one_token_text(toy_lm):
 
 
 def test_text_with_no_tokens_names_the_sample(toy_lm):
-    with pytest.raises(PddkitError, match="data.jsonl line 4 encodes to no tokens"):
+    with pytest.raises(PddkitError, match=r"data\.jsonl line 4 encodes to no tokens"):
         StatsRunner(toy_lm).run([""], names=["data.jsonl line 4"])
 
 

@@ -16,7 +16,7 @@ from pddkit.errors import PddkitError
 TEXT_FIELDS = ("text", "input")
 
 
-class _BadLine(Exception):
+class _BadLine(Exception):  # noqa: N818  (internal signal, never escapes)
     pass
 
 

@@ -2,14 +2,21 @@
 
 from pddkit.methods import (  # noqa: F401  (each module registers its method)
     dcpdd,
-    lowercase,
     loss,
+    lowercase,
     mink,
     minkpp,
     reference,
     surp,
     zlib_ratio,
 )
-from pddkit.methods.base import METHODS, MethodCall, MethodSpec, Need, register_method, resolve_methods
+from pddkit.methods.base import (
+    METHODS,
+    MethodCall,
+    MethodSpec,
+    Need,
+    register_method,
+    resolve_methods,
+)
 
 __all__ = ["METHODS", "MethodCall", "MethodSpec", "Need", "register_method", "resolve_methods"]

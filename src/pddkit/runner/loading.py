@@ -71,7 +71,6 @@ def load_model(
     role: str = "model",
 ) -> LoadedModel:
     """`name` is a local directory or a hub id; remote code runs only if asked for."""
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if _looks_local(name) and not Path(name).expanduser().exists():
