@@ -123,6 +123,8 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
     assert "skipping dcpdd: it needs a frequency table (--freq)" in err
     assert set(read_scores(tmp_path / "o")[0]) == {"id", "label", "loss", "zlib", "lowercase",
                                                     "mink", "minkpp", "surp"}
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert len(res["notices"]) == 2 and res["notices"][0].startswith("skipping dcpdd")
 
 
 def test_long_text_is_truncated_and_counted(toy_world, tmp_path, capsys):

@@ -79,7 +79,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
         available.add(Need.REFERENCE)
     if config.freq:
         available.add(Need.FREQUENCY)
-    calls = resolve_methods(config.methods, available)
+    notices: list[str] = []
+    calls = resolve_methods(config.methods, available, notices)
     needs = set().union(*(c.spec.needs for c in calls))
     if dataset.labelled:
         dataset.require_both_classes()
@@ -140,7 +141,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
         config={**asdict(config), "dataset": dataset.name,
                 "methods_resolved": [c.label for c in calls]},
         counts=counts, timings=timings, models=models,
-        skipped=tuple((s.source, s.reason) for s in dataset.skipped),
+        skipped=tuple((s.source, s.reason) for s in dataset.skipped), notices=tuple(notices),
     )
 
 

@@ -79,11 +79,13 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), paper: str, summ
     return deco
 
 
-def resolve_methods(text: str, available: set[Need]) -> list[MethodCall]:
+def resolve_methods(text: str, available: set[Need],
+                    notices: list[str] | None = None) -> list[MethodCall]:
     """`"all"` or `"loss,mink:k=0.1"` -> MethodCalls.
 
     `all` keeps the methods whose needs `available` meets and logs one line per method
-    skipped; a method named explicitly with an unmet need is an error.
+    skipped (also appended to `notices`); a method named explicitly with an unmet need is
+    an error.
     """
     calls: list[MethodCall] = []
     for spec_text in split_spec_list(text):
@@ -95,8 +97,10 @@ def resolve_methods(text: str, available: set[Need]) -> list[MethodCall]:
                 missing = spec.needs - available
                 if missing:
                     need = sorted(missing)[0]
-                    logger.warning("skipping %s: it needs a %s (%s)", spec.name, need.value,
-                                   need.option)
+                    line = f"skipping {spec.name}: it needs a {need.value} ({need.option})"
+                    logger.warning(line)
+                    if notices is not None:
+                        notices.append(line)
                     continue
                 calls.append(MethodCall(spec, dict(spec.defaults)))
             continue
