@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from pddkit import __version__
+from pddkit import __version__, progress
 from pddkit.errors import PddkitError
 
 logger = logging.getLogger("pddkit")
@@ -22,6 +22,8 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
+        if not progress.enabled():
+            hf_logging.disable_progress_bar()
     except ImportError:  # pragma: no cover
         pass
 
