@@ -37,7 +37,7 @@ class Encoded:
 
 
 def encode(lm: LoadedModel, texts: Sequence[str], names: Sequence[str],
-           max_length: int | None = None) -> Encoded:
+           max_length: int | None = None, what: str = "statistics") -> Encoded:
     """Encode with add_special_tokens=False; cut to the context minus the start token."""
     limit = lm.context_length
     if max_length is not None:
@@ -55,8 +55,8 @@ def encode(lm: LoadedModel, texts: Sequence[str], names: Sequence[str],
             ids[i] = seq[:keep]
     n_cut = sum(truncated)
     if n_cut:
-        logger.warning("%d of %d texts were longer than %d tokens and were truncated (%s)",
-                       n_cut, len(texts), keep, lm.name)
+        logger.warning("%s: %d of %d texts were longer than %d tokens and were truncated (%s)",
+                       what, n_cut, len(texts), keep, lm.name)
     return Encoded(ids=ids, truncated=truncated)
 
 
@@ -121,7 +121,7 @@ class StatsRunner:
     def run(self, texts: Sequence[str], names: Sequence[str] | None = None,
             desc: str = "statistics") -> list[TokenStats]:
         names = names or [f"text {i + 1}" for i in range(len(texts))]
-        enc = encode(self.lm, texts, names, self.max_length)
+        enc = encode(self.lm, texts, names, self.max_length, what=desc)
         return self.run_ids(enc.ids, enc.truncated, desc=desc)
 
     def run_ids(self, ids: list[list[int]], truncated: list[bool] | None = None,
