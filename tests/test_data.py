@@ -105,3 +105,11 @@ def test_resolve_methods_types_and_needs():
         resolve_methods("mink:k=abc", set())
     with pytest.raises(PddkitError, match="unknown method 'nope'"):
         resolve_methods("nope", set())
+
+
+def test_wikimia_from_the_hub_offline_is_one_sentence(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(PddkitError, match=r"swj0419/WikiMIA") as e:
+        load_benchmark("wikimia:length=32")
+    assert "--data-dir" in str(e.value) or "pddkit[hub]" in str(e.value)
