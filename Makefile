@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m pddkit.demo --output demo-output
+	$(BIN)/pddkit sandbox --output demo-output
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
@@ -76,10 +77,12 @@ def _model_options(fn):
 @click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
               help="Bootstrap resamples for the confidence intervals.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline.")
+@click.option("--no-report", is_flag=True, help="Skip report.html / report.md.")
 @_model_options
 def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
-        max_length, padding_side, on_invalid, n_bootstrap, seed, device, dtype,
-        trust_remote_code, local_files_only) -> None:
+        max_length, padding_side, on_invalid, n_bootstrap, seed, no_blind, no_report, device,
+        dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit.data import load_benchmark, load_jsonl
     from pddkit.evaluation.table import metrics_table
@@ -95,7 +98,8 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
     config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
-                       local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed)
+                       local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
+                       blind=not no_blind)
     result = run_dataset(dataset, config)
     out = result.write(output)
     c = result.counts
@@ -104,6 +108,11 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
     if result.labelled:
         click.echo(metrics_table(result))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
+    if result.labelled and not no_report:
+        from pddkit.evaluation.report import write_report
+
+        html, _ = write_report(out)
+        click.echo(f"report: {html}")
 
 
 @cli.group()
@@ -139,6 +148,77 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
                + f"): {path}")
 
 
+@cli.command()
+@click.option("--corpus", type=click.Path(), default=None,
+              help="Folder of .txt files or a JSONL file (default: Python's own documentation).")
+@click.option("--output", default="sandbox-output", show_default=True, type=click.Path())
+@click.option("--tokenizer", type=click.Path(), default=None,
+              help="Tokenizer directory (default: BPE trained on members + reference pool).")
+@click.option("--sweep", default=None,
+              help="KNOB=v1,v2,...: one model per value (repeats, lr, background, epochs, width).")
+@click.option("--members", default=150, show_default=True, help="Member documents (as many non-members).")
+@click.option("--reference", default=150, show_default=True, help="Reference-pool documents.")
+@click.option("--background", default=0, show_default=True, help="Extra training documents (dilution).")
+@click.option("--repeats", default=1, show_default=True, help="Copies of each member per epoch.")
+@click.option("--epochs", default=12, show_default=True)
+@click.option("--lr", default=2e-3, show_default=True)
+@click.option("--layers", default=2, show_default=True)
+@click.option("--width", default=128, show_default=True)
+@click.option("--context", default=512, show_default=True, help="Model context in tokens.")
+@click.option("--vocab-size", default=2048, show_default=True)
+@click.option("--section-words", default=200, show_default=True,
+              help="Long files are cut into documents of about this many words.")
+@click.option("--windows", default="32,64,128", show_default=True, help="Window lengths in words.")
+@click.option("--windows-per-doc", default=2, show_default=True)
+@click.option("--methods", default="all", show_default=True)
+@click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
+            lr, layers, width, context, vocab_size, section_words, windows, windows_per_doc,
+            methods, n_bootstrap, seed) -> None:
+    """Train a small model on chosen documents, then detect them (ground truth)."""
+    from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
+    from pddkit.sandbox.summary import summary_text
+
+    try:
+        wins = tuple(sorted({int(w) for w in windows.split(",") if w.strip()}))
+    except ValueError:
+        raise PddkitError(f"--windows {windows!r} must be whole numbers of words") from None
+    if not wins or min(wins) < 1:
+        raise PddkitError(f"--windows {windows!r} must be positive numbers of words")
+    cfg = SandboxConfig(corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size,
+                        section_words=section_words, members=members, reference=reference,
+                        background=background, repeats=repeats, epochs=epochs, lr=lr,
+                        layers=layers, width=width, context=context, windows=wins,
+                        windows_per_doc=windows_per_doc, methods=methods,
+                        n_bootstrap=n_bootstrap, seed=seed)
+    summary = run_sandbox(cfg, output, sweep=sweep)
+    click.echo(summary_text(summary))
+    click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")
+
+
+@cli.command()
+@click.argument("directory", type=click.Path())
+def report(directory) -> None:
+    """Rebuild report.html / report.md from a results folder (or a whole sandbox folder)."""
+    import json
+
+    from pddkit.evaluation.report import write_report
+
+    d = Path(directory)
+    if (d / "summary.json").is_file():
+        from pddkit.sandbox.summary import write_summary
+
+        summary = json.loads((d / "summary.json").read_text())
+        for r in summary["runs"]:
+            for w in r["windows"].values():
+                write_report(w["dir"])
+        click.echo(f"report: {write_summary(d, summary)}")
+        return
+    html, md = write_report(d)
+    click.echo(f"report: {html} and {md}")
+
+
 @cli.command("list")
 def list_cmd() -> None:
     """Methods with their needs and defaults, and benchmarks."""
@@ -150,6 +230,9 @@ def list_cmd() -> None:
         params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
         needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
         click.echo(f"  {m.name:10s} {params:30s} needs: {needs:20s} {m.paper}: {m.summary}")
+    click.echo("baselines:")
+    click.echo(f"  {'blind':10s} {'folds=5':30s} needs: labels only       Das et al. 2024: "
+               "n-gram logistic regression, out-of-fold; in every labelled run")
     click.echo("benchmarks:")
     for b in BENCHMARKS:
         params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"

@@ -40,6 +40,7 @@ class RunConfig:
     local_files_only: bool = False
     n_bootstrap: int = 1000
     seed: int = 0
+    blind: bool = True  # the model-free baseline, for every labelled run
 
 
 def _load(name_or_model, config: RunConfig, role: str):
@@ -135,6 +136,12 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
     labels = tuple(dataset.labels) if dataset.labelled else None
     results = [_score_method(c, obs, labels, config) for c in calls]
     timings["methods_and_metrics"] = time.perf_counter() - t0
+    if labels is not None and config.blind:
+        t0 = time.perf_counter()
+        blind = _blind_baseline(dataset, config, notices)
+        if blind is not None:
+            results.append(blind)
+        timings["blind_baseline"] = time.perf_counter() - t0
 
     return RunResult(
         ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
@@ -154,6 +161,28 @@ def _score_method(call: MethodCall, obs: list[Observation], labels, config: RunC
         metrics = compute_metrics(scores, np.asarray(labels), n_bootstrap=config.n_bootstrap,
                                   seed=config.seed)
     return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
+
+
+def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str]):
+    """Out-of-fold scores of the model-free classifier (evaluation/blind.py)."""
+    from pddkit.evaluation.blind import BlindBaseline
+
+    groups = [s.group for s in dataset.samples]
+    use_groups = any(g is not None for g in groups)
+    if use_groups:
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
+    texts = [s.text for s in dataset.samples]
+    model = BlindBaseline(seed=config.seed)
+    try:
+        scores = model.cross_val_scores(texts, dataset.labels, groups if use_groups else None)
+    except PddkitError as e:
+        logger.warning("no blind baseline: %s", e)
+        notices.append(f"no blind baseline: {e}")
+        return None
+    metrics = compute_metrics(scores, np.asarray(dataset.labels), n_bootstrap=config.n_bootstrap,
+                              seed=config.seed)
+    params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups}
+    return MethodResult("blind", "blind", params, scores, metrics)
 
 
 def _dataset(texts: Sequence[str], labels: Sequence[int] | None) -> Dataset:

@@ -1,4 +1,5 @@
-"""JSONL loader (SPEC section 5): `text` (or `input`), optional `label` 0/1, optional `id`.
+"""JSONL loader (SPEC section 5): `text` (or `input`), optional `label` 0/1, optional `id`,
+optional `group` (the document a text was cut from; cross-validation keeps groups together).
 
 Policy for a bad line (not UTF-8, not JSON, no text, empty text, bad label):
 `on_invalid="error"` (default) stops with one sentence naming the file and line;
@@ -42,7 +43,8 @@ def parse_record(obj: object, line_no: int, where: str) -> Sample:
         raise _BadLine("has an empty or whitespace-only text")
     label = _parse_label(obj["label"]) if obj.get("label") is not None else None
     sid = str(obj["id"]) if obj.get("id") is not None else str(line_no)
-    return Sample(id=sid, text=text, label=label, source=f"{where} line {line_no}")
+    group = str(obj["group"]) if obj.get("group") is not None else None
+    return Sample(id=sid, text=text, label=label, source=f"{where} line {line_no}", group=group)
 
 
 def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = None) -> Dataset:

@@ -15,6 +15,7 @@ class Sample:
     text: str
     label: int | None = None
     source: str = ""  # where it came from, e.g. "data.jsonl line 12", for error messages
+    group: str | None = None  # the document it was cut from: texts of a group stay together
 
 
 @dataclass(frozen=True)

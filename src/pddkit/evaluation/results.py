@@ -43,8 +43,17 @@ class RunResult:
     def metrics(self) -> dict[str, Metrics]:
         return {m.label: m.metrics for m in self.methods if m.metrics is not None}
 
+    @property
+    def blind(self):
+        """The blind baseline's verdict (None when it did not run)."""
+        from pddkit.evaluation.blind import verdict
+
+        m = self.metrics().get("blind")
+        return None if m is None else verdict(m.auc)
+
     def best(self, key: str = "auc") -> str | None:
-        ms = self.metrics()
+        """The detection method (the blind baseline excluded) best on `key`."""
+        ms = {k: v for k, v in self.metrics().items() if k != "blind"}
         if not ms:
             return None
         return max(ms, key=lambda k: ms[k].auc if key == "auc" else ms[k].tpr[float(key)])
@@ -60,6 +69,8 @@ class RunResult:
             "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
             "timings_s": self.timings,
             "notices": list(self.notices),
+            "blind_baseline": None if self.blind is None else {
+                "auc": self.blind.auc, "warn": self.blind.warn, "message": self.blind.sentence()},
             "methods": {
                 m.label: {
                     "method": m.method,

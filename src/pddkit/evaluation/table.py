@@ -30,5 +30,7 @@ def metrics_table(result: RunResult) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     first = next(iter(ms.values()))
     lines.append(f"{first.n_members} members, {first.n_nonmembers} non-members; "
-                 f"* = best in column; CI: {first.n_bootstrap} bootstrap resamples")
+                 f"* = best method in column; CI: {first.n_bootstrap} bootstrap resamples")
+    if result.blind is not None:
+        lines.append(result.blind.sentence())
     return "\n".join(lines)

@@ -61,16 +61,18 @@ def build_gpt2(tokenizer, n_layer: int = 2, n_embd: int = 64, n_head: int = 2,
 
 def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr: float = 3e-3,
                     batch_size: int = 16, seed: int = 0) -> list[float]:
-    """Next-token training on `texts` (each prefixed by the start token, cut to the context).
+    """Next-token training on `texts`; returns the mean loss of each epoch.
 
-    Returns the mean loss of each epoch.
+    Each text is prefixed by the start token; a text longer than the context is cut into
+    consecutive pieces (each with its own start token), so every token is trained on.
     """
     import torch
 
     ctx = model.config.n_positions
     start = tokenizer.bos_token_id
-    seqs = [[start, *ids][:ctx] for ids in tokenizer(list(texts), add_special_tokens=False)[
-        "input_ids"]]
+    seqs = []
+    for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        seqs += [[start, *ids[i:i + ctx - 1]] for i in range(0, len(ids), ctx - 1)]
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)

@@ -1,0 +1,94 @@
+"""Figures for reports (matplotlib, no display needed): ROC curves and score histograms."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def roc_png(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool) -> bytes:
+    """One ROC curve per method; log-log axes show the low-FPR regime."""
+    from sklearn.metrics import roc_curve
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 5))
+    for name, s in scores.items():
+        fpr, tpr, _ = roc_curve(labels, s, drop_intermediate=False)
+        style = {"linestyle": "--", "color": "grey"} if name == "blind" else {}
+        ax.plot(fpr, tpr, label=name, linewidth=1.4, **style)
+    n_neg = int((labels == 0).sum())
+    if loglog:
+        lo = 1.0 / max(n_neg, 1)
+        grid = np.logspace(np.log10(lo), 0, 50)
+        ax.plot(grid, grid, color="black", linewidth=0.6, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(lo, 1)
+        ax.set_ylim(lo, 1.05)
+        ax.set_title("ROC (log-log: low false-positive rates)")
+    else:
+        ax.plot([0, 1], [0, 1], color="black", linewidth=0.6, linestyle=":")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.01)
+        ax.set_title("ROC")
+    ax.set_xlabel("false positive rate")
+    ax.set_ylabel("true positive rate")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
+    """Score distributions of members vs non-members, one panel per method."""
+    plt = _plt()
+    n = len(scores)
+    cols = min(3, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False)
+    for ax, (name, s) in zip(axes.ravel(), scores.items()):
+        bins = np.histogram_bin_edges(s, bins=30)
+        ax.hist(s[labels == 1], bins=bins, alpha=0.55, label="members", color="tab:red")
+        ax.hist(s[labels == 0], bins=bins, alpha=0.55, label="non-members", color="tab:blue")
+        ax.set_title(name, fontsize=10)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[n:]:
+        ax.axis("off")
+    axes[0, 0].legend(fontsize=7)
+    fig.suptitle("scores: members vs non-members (higher = member)", fontsize=10)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def lines_png(x_label: str, x_values: list, series: dict[str, list[float]], title: str) -> bytes:
+    """AUC (y) against a swept knob (x), one line per method."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    pos = np.arange(len(x_values))
+    for name, ys in series.items():
+        style = {"linestyle": "--", "color": "grey"} if name == "blind" else {"marker": "o"}
+        ax.plot(pos, ys, label=name, **style)
+    ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
+    ax.set_xticks(pos, [str(v) for v in x_values])
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("AUC")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)

@@ -1,0 +1,137 @@
+"""report.html (self-contained: images inline, no external scripts or fonts) and report.md
+(PNG files beside it), rebuilt from a results folder alone: `pddkit report DIR`."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pddkit.errors import PddkitError
+from pddkit.evaluation import plots
+from pddkit.evaluation.metrics import FPR_TARGETS
+
+CSS = """body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2em auto;
+max-width:1100px;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}td:first-child,th:first-child
+{text-align:left}tr.baseline td{color:#666;font-style:italic}.best{font-weight:bold;
+background:#e6f4ea}.warn{background:#fdecea;border-left:4px solid #d93025;padding:.6em 1em}
+.ok{background:#e6f4ea;border-left:4px solid #188038;padding:.6em 1em}img{max-width:100%}
+pre{background:#f6f8fa;padding:1em;overflow:auto;font-size:12px}"""
+
+# lets a headless browser report how many images actually decoded (used by the tests)
+CHECK = ("<script>window.addEventListener('load',function(){var i=[].slice.call(document.images);"
+         "document.body.setAttribute('data-images-decoded',i.filter(function(x){return x.complete"
+         "&&x.naturalWidth>0}).length+'/'+i.length)})</script>")
+
+
+def load_results(out_dir: str | Path) -> tuple[dict, list[dict]]:
+    out = Path(out_dir)
+    res_path, scores_path = out / "results.json", out / "scores.jsonl"
+    for p in (res_path, scores_path):
+        if not p.is_file():
+            raise PddkitError(f"{out} is not a results folder: {p.name} is missing")
+    try:
+        results = json.loads(res_path.read_text())
+        rows = [json.loads(line) for line in scores_path.read_text().splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise PddkitError(f"{out}: cannot read the results ({e.msg} at line {e.lineno})") from None
+    return results, rows
+
+
+def _fmt(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def _table(results: dict) -> tuple[list[str], list[list[str]], list[str], list[bool]]:
+    """Header, cell rows, row names and baseline flags; best detection method marked ▲."""
+    methods = {k: v for k, v in results["methods"].items() if v["metrics"]}
+    cols = ["auc", *[f"tpr@{t:g}" for t in FPR_TARGETS]]
+    best = {}
+    for c in cols:
+        cands = {k: v["metrics"][c] for k, v in methods.items() if k != "blind"}
+        best[c] = max(cands, key=lambda k: cands[k]) if cands else None
+    header = ["method", "AUC [95% CI]", *[f"TPR@{t:.0%} FPR [95% CI]" for t in FPR_TARGETS]]
+    rows, names, baseline = [], [], []
+    for name, v in methods.items():
+        m = v["metrics"]
+        cells = [name]
+        for c in cols:
+            lo, hi = m[c + "_ci"]
+            mark = " ▲" if best[c] == name else ""
+            cells.append(f"{_fmt(m[c])}{mark} [{_fmt(lo)}, {_fmt(hi)}]")
+        rows.append(cells)
+        names.append(name)
+        baseline.append(name == "blind")
+    return header, rows, names, baseline
+
+
+def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, Path]:
+    """Write report.html and report.md (+ PNGs) into the results folder `out_dir`."""
+    out = Path(out_dir)
+    results, rows = load_results(out)
+    labels = np.array([r["label"] for r in rows], dtype=float)
+    if np.isnan(labels).any() or len(set(labels.tolist())) < 2:
+        raise PddkitError(f"{out} holds unlabelled scores: a report needs members and non-members")
+    labels = labels.astype(int)
+    names = [k for k, v in results["methods"].items() if v["metrics"]]
+    scores = {k: np.array([r[k] for r in rows], dtype=float) for k in names}
+    images = {
+        "roc.png": ("ROC curves", plots.roc_png(labels, scores, loglog=False)),
+        "roc_loglog.png": ("ROC curves, log-log", plots.roc_png(labels, scores, loglog=True)),
+        "histograms.png": ("Score histograms", plots.histograms_png(labels, scores)),
+    }
+    for fname, (_, png) in images.items():
+        (out / fname).write_bytes(png)
+    header, cells, _, baseline = _table(results)
+    blind = results.get("blind_baseline")
+    title = title or f"pddkit report: {results['config'].get('dataset', out.name)}"
+    config = {k: results[k] for k in ("config", "models", "counts", "timings_s", "notices",
+                                      "pddkit_version") if k in results}
+    html_path = out / "report.html"
+    html_path.write_text(_html(title, header, cells, baseline, blind, images, config))
+    md_path = out / "report.md"
+    md_path.write_text(_markdown(title, header, cells, blind, images, config))
+    return html_path, md_path
+
+
+def _html(title, header, cells, baseline, blind, images, config) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
+             f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
+    if blind:
+        cls = "warn" if blind["warn"] else "ok"
+        parts.append(f"<p class='{cls}' id='blind-verdict'>{e(blind['message'])}</p>")
+    parts.append("<h2>Metrics</h2><table id='metrics'><tr>"
+                 + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+    for row, base in zip(cells, baseline):
+        tds = "".join(f"<td class='best'>{e(c)}</td>" if "▲" in c else f"<td>{e(c)}</td>"
+                      for c in row)
+        parts.append(f"<tr{' class=baseline' if base else ''}>{tds}</tr>")
+    parts.append("</table><p>▲ best detection method in the column (the blind baseline, in "
+                 "italics, is not a detection method). Intervals: 95% percentile bootstrap.</p>")
+    for _fname, (caption, png) in images.items():
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(f"<h2>{e(caption)}</h2><img alt='{e(caption)}' "
+                     f"src='data:image/png;base64,{data}'>")
+    parts.append(f"<h2>Configuration</h2><pre>{e(json.dumps(config, indent=2))}</pre>")
+    parts.append(CHECK + "</body></html>")
+    return "\n".join(parts)
+
+
+def _markdown(title, header, cells, blind, images, config) -> str:
+    lines = [f"# {title}", ""]
+    if blind:
+        lines += [("> **" if blind["warn"] else "> ") + blind["message"]
+                  + ("**" if blind["warn"] else ""), ""]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in cells]
+    lines += ["", "▲ best detection method in the column; `blind` is the model-free baseline. "
+              "Intervals: 95% percentile bootstrap.", ""]
+    for fname, (caption, _) in images.items():
+        lines += [f"## {caption}", "", f"![{caption}]({fname})", ""]
+    lines += ["## Configuration", "", "```json", json.dumps(config, indent=2), "```", ""]
+    return "\n".join(lines)

@@ -1,0 +1,161 @@
+"""`pddkit sandbox`: train a model on chosen documents, then detect them.
+
+corpus -> seeded split of whole documents (members / non-members / reference pool /
+background) -> tokenizer (given, or BPE on members + reference pool only) -> reference
+model and frequency table from the reference pool -> one target model per sweep value
+(members x repeats + background documents) -> windows of 32/64/128 words scored by every
+method through the same pipeline as `pddkit run` -> results and reports per window length.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from pddkit.errors import PddkitError
+
+logger = logging.getLogger(__name__)
+
+SWEEPABLE = {"repeats": int, "lr": float, "background": int, "epochs": int, "width": int}
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    corpus: str | None = None  # None: the standard library's documentation (no download)
+    tokenizer: str | None = None  # None: a byte-level BPE trained on members + reference pool
+    vocab_size: int = 2048
+    section_words: int = 200
+    members: int = 150  # member documents; as many non-members
+    reference: int = 150  # reference-pool documents (reference model, frequency table)
+    background: int = 0  # extra training documents that dilute the members
+    repeats: int = 1  # copies of each member per epoch
+    epochs: int = 12
+    lr: float = 2e-3
+    layers: int = 2
+    width: int = 128
+    heads: int = 4
+    context: int = 512
+    train_batch: int = 16
+    ref_epochs: int = 4
+    windows: tuple[int, ...] = (32, 64, 128)
+    windows_per_doc: int = 2
+    methods: str = "all"
+    n_bootstrap: int = 1000
+    seed: int = 0
+
+
+def parse_sweep(text: str | None) -> tuple[str, list] | None:
+    """`"repeats=1,2,4,8"` -> ("repeats", [1, 2, 4, 8])."""
+    if not text:
+        return None
+    knob, eq, values = text.partition("=")
+    knob = knob.strip()
+    if knob not in SWEEPABLE:
+        raise PddkitError(f"unknown sweep knob {knob!r}; sweepable: {', '.join(SWEEPABLE)}")
+    try:
+        vals = [SWEEPABLE[knob](v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise PddkitError(f"--sweep {text!r}: values of {knob} must be "
+                          f"{SWEEPABLE[knob].__name__}s") from None
+    if not eq or not vals:
+        raise PddkitError(f"--sweep {text!r} has no values; write e.g. {knob}=1,2,4")
+    return knob, vals
+
+
+def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
+    """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
+    from pddkit.runner.frequency import build_frequency_table
+    from pddkit.runner.loading import load_model, load_tokenizer
+    from pddkit.sandbox import training
+    from pddkit.sandbox.corpus import load_corpus
+    from pddkit.sandbox.split import split_documents
+
+    swept = parse_sweep(sweep)
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    corpus = load_corpus(cfg.corpus, cfg.section_words)
+    n_background = max([cfg.background, *(swept[1] if swept and swept[0] == "background"
+                                           else [])])
+    split = split_documents(corpus, cfg.members, cfg.reference, n_background,
+                            min_words=max(cfg.windows), seed=cfg.seed)
+    split.write(out / "split.json")
+    logger.info("corpus %s: %d documents; split %d members, %d non-members, %d reference, "
+                "%d background (%d too short for %d-word windows)", corpus.name,
+                len(corpus.documents), len(split.members), len(split.nonmembers),
+                len(split.reference), len(split.background), split.too_short, max(cfg.windows))
+    ref_file = out / "reference-pool.jsonl"
+    ref_file.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n"
+                                for d in split.reference))
+    if cfg.tokenizer:
+        tok = load_tokenizer(cfg.tokenizer)
+    else:
+        tok = training.train_bpe_tokenizer([d.text for d in split.members + split.reference],
+                                           vocab_size=cfg.vocab_size)
+    build_frequency_table(tok, cfg.tokenizer or "sandbox-bpe", [ref_file]).save(out / "freq.npz")
+    logger.info("training the reference model on the reference pool")
+    ref_model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context,
+                                    seed=cfg.seed + 1)
+    training.train_causal_lm(ref_model, tok, [d.text for d in split.reference],
+                             epochs=cfg.ref_epochs, lr=cfg.lr, batch_size=cfg.train_batch,
+                             seed=cfg.seed + 1)
+    training.save(ref_model, tok, out / "reference-model")
+    ref_lm = load_model(str(out / "reference-model"), device="cpu", dtype="float32",
+                        role="reference model")
+
+    values = swept[1] if swept else [None]
+    runs = []
+    for value in values:
+        run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
+        run_dir = out / (f"{swept[0]}={value}" if swept else "run")
+        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir))
+    summary = {"config": {**asdict(cfg), "windows": list(cfg.windows)},
+               "corpus": {"name": corpus.name, "documents": len(corpus.documents),
+                          "files": corpus.files, "undecodable_files": corpus.undecodable_files,
+                          "too_short": split.too_short},
+               "sweep": None if not swept else {"knob": swept[0], "values": swept[1]},
+               "runs": runs, "seconds": time.perf_counter() - t_start}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    from pddkit.sandbox.summary import write_summary
+
+    summary["report"] = str(write_summary(out, summary))
+    return summary
+
+
+def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path) -> dict:
+    from pddkit.evaluation.report import write_report
+    from pddkit.pipeline import RunConfig, run_dataset
+    from pddkit.runner.loading import load_model
+    from pddkit.sandbox import training
+    from pddkit.sandbox.split import windows
+
+    texts = [d.text for d in split.members] * cfg.repeats
+    texts += [d.text for d in split.background[:cfg.background]]
+    logger.info("training the target model: %d members x %d repeats + %d background, %d epochs, "
+                "lr %g", len(split.members), cfg.repeats, cfg.background, cfg.epochs, cfg.lr)
+    model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context, seed=cfg.seed)
+    history = training.train_causal_lm(model, tok, texts, epochs=cfg.epochs, lr=cfg.lr,
+                                       batch_size=cfg.train_batch, seed=cfg.seed)
+    target_dir = training.save(model, tok, run_dir / "target-model")
+    lm = load_model(str(target_dir), device="cpu", dtype="float32")
+    per_window = {}
+    for w in cfg.windows:
+        dataset = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
+        rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=str(out /
+                       "reference-model"), freq=str(out / "freq.npz"), batch_size=32,
+                       n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
+        result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
+        wdir = result.write(run_dir / f"window-{w}")
+        write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {w}-word windows")
+        per_window[str(w)] = {
+            "dir": str(wdir), "texts": len(dataset.samples),
+            "auc": {k: m.auc for k, m in result.metrics().items()},
+            "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in result.metrics().items()},
+            "tpr@0.05": {k: m.tpr[0.05] for k, m in result.metrics().items()},
+            "blind_warn": None if result.blind is None else result.blind.warn,
+        }
+    return {"name": run_dir.name, "train_loss": history, "target_model": str(target_dir),
+            "windows": per_window}
