@@ -63,7 +63,11 @@ def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.9 * rows), squeeze=False)
     for ax, (name, s) in zip(axes.ravel(), scores.items()):
-        bins = np.histogram_bin_edges(s, bins=30)
+        lo, hi = float(s.min()), float(s.max())
+        pad = 1e-9 * max(1.0, abs(hi))
+        if hi - lo <= pad:  # (nearly) constant scores: one visible bar, not an error
+            lo, hi = lo - pad, hi + pad
+        bins = np.linspace(lo, hi, 31)
         ax.hist(s[labels == 1], bins=bins, alpha=0.55, label="members", color="tab:red")
         ax.hist(s[labels == 0], bins=bins, alpha=0.55, label="non-members", color="tab:blue")
         ax.set_title(name, fontsize=10)

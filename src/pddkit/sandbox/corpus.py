@@ -63,13 +63,13 @@ def paragraphs(text: str, min_words: int = 40) -> list[str]:
 
 def sections(text: str, words: int) -> list[str]:
     """Consecutive paragraphs joined until each section holds about `words` words; a
-    paragraph longer than two sections is cut between words."""
+    paragraph of two sections or more is cut between words."""
     out: list[str] = []
     cur: list[str] = []
     size = 0
     for para in paragraphs(text, 1):
         toks = para.split()
-        while len(toks) > 2 * words:  # an overlong paragraph: cut it
+        while len(toks) >= 2 * words:  # an overlong paragraph: cut it
             out.append(" ".join(toks[:words]))
             toks = toks[words:]
         cur.append(" ".join(toks))

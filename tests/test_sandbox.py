@@ -1,0 +1,123 @@
+"""The sandbox end to end on a tiny setting, its split, and its bad inputs."""
+
+import json
+
+import pytest
+from conftest import gutenberg_paragraphs
+
+from pddkit.cli import main
+from pddkit.errors import PddkitError
+from pddkit.sandbox.corpus import Corpus, Document, load_corpus, sections, strip_gutenberg
+from pddkit.sandbox.experiment import parse_sweep
+from pddkit.sandbox.split import split_documents, windows
+
+TINY = ["--members", "16", "--reference", "16", "--epochs", "2", "--layers", "1", "--width",
+        "32", "--vocab-size", "300", "--context", "128", "--windows", "32,64", "--bootstrap",
+        "50", "--section-words", "120"]
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in gutenberg_paragraphs(140)))
+    return path
+
+
+def test_sandbox_end_to_end_with_a_sweep(corpus_file, tmp_path, capsys):
+    out = tmp_path / "sb"
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out),
+                 "--sweep", "repeats=1,3", *TINY])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "AUC by repeats, 64-word windows" in printed.out and "report:" in printed.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["name"] for r in summary["runs"]] == ["repeats=1", "repeats=3"]
+    for run in summary["runs"]:
+        for w in ("32", "64"):
+            wdir = out / run["name"] / f"window-{w}"
+            res = json.loads((wdir / "results.json").read_text())
+            assert {"loss", "mink", "surp", "ref", "dcpdd", "blind"} <= set(res["methods"])
+            assert (wdir / "report.html").is_file() and (wdir / "scores.jsonl").is_file()
+        assert (out / run["name"] / "target-model" / "config.json").is_file()
+    assert (out / "report.html").is_file() and (out / "sweep_64.png").is_file()
+    # the saved target model is an ordinary HF directory: `pddkit run` works on it
+    code = main(["run", "--model", str(out / "repeats=3" / "target-model"), "--data",
+                 str(out / "repeats=3" / "window-32" / "scores.jsonl"), "--output",
+                 str(tmp_path / "x"), "--methods", "loss"])
+    assert code == 1  # scores.jsonl has no text field: one sentence, not a traceback
+    assert "has no 'text' (or 'input') field" in capsys.readouterr().err
+    # the split on disk: every document in exactly one role
+    split = json.loads((out / "split.json").read_text())
+    assert split["counts"]["member"] == 16 and split["counts"]["nonmember"] == 16
+    # rebuilding the reports from the folder
+    assert main(["report", str(out)]) == 0
+
+
+def test_split_never_puts_a_document_on_both_sides():
+    docs = tuple(Document(f"d{i}", " ".join(f"w{i}_{j}" for j in range(150)), "x")
+                 for i in range(100))
+    split = split_documents(Corpus("c", docs, 1, 0), 20, 20, 10, min_words=128, seed=3)
+    roles = [set(d.id for d in part) for part in (split.members, split.nonmembers,
+                                                   split.reference, split.background)]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert not roles[i] & roles[j]
+    ds = windows(split, 64, per_doc=2, seed=3)
+    member_ids = roles[0]
+    for s in ds.samples:
+        assert (s.group in member_ids) == (s.label == 1)
+        word0 = s.text.split()[0]
+        assert word0.split("_")[0] == s.group[1:] or word0.startswith(f"w{s.group[1:]}_")
+        assert len(s.text.split()) == 64
+    assert len(ds.samples) == 2 * 20 * 2  # two non-overlapping windows per 150-word document
+    again = split_documents(Corpus("c", docs, 1, 0), 20, 20, 10, min_words=128, seed=3)
+    assert again == split  # seeded
+
+
+def test_gutenberg_header_and_footer_are_stripped():
+    from conftest import shared_path
+
+    book = shared_path("corpora", "gutenberg", "Wilde, Oscar")
+    text = next(book.glob("*.txt")).read_text(encoding="utf-8", errors="replace")
+    body = strip_gutenberg(text)
+    assert "Project Gutenberg" not in body[:2000] and "PROJECT GUTENBERG" not in body[-3000:]
+    assert len(body) > 0.8 * len(text) - 25000
+
+
+def test_sections_hold_about_the_asked_number_of_words():
+    text = "\n\n".join(" ".join(["word"] * 30) for _ in range(40))  # 1200 words
+    secs = sections(text, 200)  # 7 paragraphs (210 words) a section; 150 words left over
+    assert [len(s.split()) for s in secs] == [210] * 5 + [150]
+    tail = "\n\n".join(" ".join(["w"] * 30) for _ in range(8))  # 240: 210 + 30 (merged)
+    assert [len(s.split()) for s in sections(tail, 200)] == [240]
+    assert [len(s.split()) for s in sections(" ".join(["w"] * 1000), 200)] == [200] * 4 + [200]
+
+
+def test_bad_corpora(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PddkitError, match=r"holds no \.txt files"):
+        load_corpus(tmp_path / "empty")
+    small = tmp_path / "small"
+    small.mkdir()
+    (small / "a.txt").write_text("\n\n".join(" ".join(["alpha"] * 150) for _ in range(4)))
+    (small / "b.txt").write_bytes("caf\xe9 ".encode("latin-1") * 300)
+    corpus = load_corpus(small, section_words=150)
+    assert corpus.undecodable_files == 1 and corpus.files == 2
+    with pytest.raises(PddkitError, match=r"has 6 documents of at least 128 words .* needs 40"):
+        split_documents(corpus, 15, 10, 0, min_words=128)
+    with pytest.raises(PddkitError, match="unknown sweep knob 'speed'; sweepable: repeats"):
+        parse_sweep("speed=1,2")
+    with pytest.raises(PddkitError, match="must be ints"):
+        parse_sweep("repeats=a,b")
+
+
+def test_cli_bad_sandbox_inputs_are_one_sentence(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for args, sentence in [
+        (["--corpus", str(tmp_path / "empty")], "holds no .txt files"),
+        (["--corpus", str(tmp_path / "nowhere")], "does not exist"),
+        (["--sweep", "speed=1,2"], "unknown sweep knob 'speed'"),
+    ]:
+        code = main(["sandbox", "--output", str(tmp_path / "o"), *args])
+        err = capsys.readouterr().err
+        assert code == 1 and sentence in err and "Traceback" not in err
