@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,7 +19,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/pddkit sandbox --output demo-output
 
-test: $(STAMP)
+# the report test renders report.html in headless Chromium (Debian packages)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium for the report's browser test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+	  || echo "could not install chromium: the browser test will be skipped outside CI"; }
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/python -m pytest -q
 
