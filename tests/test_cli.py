@@ -80,7 +80,7 @@ def test_run_end_to_end_agrees_with_independent_spec(toy_world, tmp_path, capsys
     assert code == 0, err
     s1, s32 = read_scores(out1), read_scores(out32)
     methods = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd"]
-    assert set(s1[0]) == {"id", "label", *methods}
+    assert set(s1[0]) == {"id", "label", "blind", *methods}  # + the model-free baseline
     for a, b in zip(s1, s32):  # batch size: equal up to float32 rounding in the matmuls
         assert a["id"] == b["id"]
         for m in methods:
@@ -122,7 +122,7 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
     assert "skipping ref: it needs a reference model (--ref-model)" in err
     assert "skipping dcpdd: it needs a frequency table (--freq)" in err
     assert set(read_scores(tmp_path / "o")[0]) == {"id", "label", "loss", "zlib", "lowercase",
-                                                    "mink", "minkpp", "surp"}
+                                                    "mink", "minkpp", "surp", "blind"}
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert len(res["notices"]) == 2 and res["notices"][0].startswith("skipping dcpdd")
 

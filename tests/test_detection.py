@@ -24,7 +24,8 @@ def test_separates_members(result, name):
 
 def test_all_eight_methods_ran(result):
     assert set(result.scores()) == {"loss", "zlib", "lowercase", "ref", "mink", "minkpp",
-                                    "surp", "dcpdd"}
+                                    "surp", "dcpdd", "blind"}
+    assert abs(result.metrics()["blind"].auc - 0.5) < 0.2  # one author on both sides
 
 
 def test_score_api_returns_one_array_per_method(toy_world, toy_lm):

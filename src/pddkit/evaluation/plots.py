@@ -35,7 +35,7 @@ def roc_png(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool) -> 
         ax.plot(fpr, tpr, label=name, linewidth=1.4, **style)
     n_neg = int((labels == 0).sum())
     if loglog:
-        lo = 1.0 / max(n_neg, 1)
+        lo = min(0.01, 1.0 / max(n_neg, 1))  # down to one false positive
         grid = np.logspace(np.log10(lo), 0, 50)
         ax.plot(grid, grid, color="black", linewidth=0.6, linestyle=":")
         ax.set_xscale("log")
