@@ -38,7 +38,7 @@ class SandboxConfig:
     width: int = 128
     heads: int = 4
     context: int = 512
-    train_batch: int = 16
+    train_batch: int = 4  # blocks of `context` tokens per step
     ref_epochs: int = 4
     windows: tuple[int, ...] = (32, 64, 128)
     windows_per_doc: int = 2

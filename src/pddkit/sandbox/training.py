@@ -60,48 +60,49 @@ def build_gpt2(tokenizer, n_layer: int = 2, n_embd: int = 64, n_head: int = 2,
 
 
 def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr: float = 3e-3,
-                    batch_size: int = 16, seed: int = 0) -> list[float]:
-    """Next-token training on `texts`; returns the mean loss of each epoch.
-
-    Each text is prefixed by the start token; a text longer than the context is cut into
-    consecutive pieces (each with its own start token), so every token is trained on.
+                    batch_size: int = 8, seed: int = 0) -> list[float]:
+    """Next-token training on `texts` as in pre-training: each epoch shuffles the texts,
+    concatenates them (each after a start token) and cuts the stream into full blocks of
+    the model's context, so no step is spent on padding and every token is trained on.
+    `batch_size` counts blocks. Returns the mean loss of each epoch.
     """
     import torch
 
     ctx = model.config.n_positions
     start = tokenizer.bos_token_id
-    seqs = []
-    for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
-        seqs += [[start, *ids[i:i + ctx - 1]] for i in range(0, len(ids), ctx - 1)]
+    docs = [[start, *ids] for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+    n_tokens = sum(len(d) for d in docs)
+    blocks_per_epoch = max(1, -(-n_tokens // ctx))
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    steps = epochs * ((len(seqs) + batch_size - 1) // batch_size)
+    steps = epochs * -(-blocks_per_epoch // batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, steps // 10)))
     model.train()
     history = []
     bar = progress.bar(total=steps, desc="training", unit="step")
     for _ in range(epochs):
-        order = sorted(range(len(seqs)), key=lambda _i: rng.random())
+        order = sorted(range(len(docs)), key=lambda _i: rng.random())
+        stream = torch.tensor([t for i in order for t in docs[i]], dtype=torch.long)  # [n_tokens]
+        blocks = list(stream.split(ctx))  # each [<= ctx]; only the last may be shorter
         total, count = 0.0, 0
-        for b in range(0, len(order), batch_size):
-            batch = [seqs[i] for i in order[b:b + batch_size]]
-            T = max(len(s) for s in batch)
-            ids = torch.full((len(batch), T), start, dtype=torch.long)
+        for b in range(0, len(blocks), batch_size):
+            batch = blocks[b:b + batch_size]
+            T = max(len(x) for x in batch)
+            ids = torch.full((len(batch), T), start, dtype=torch.long)  # [B, T]
             labels = torch.full((len(batch), T), -100, dtype=torch.long)
-            mask = torch.zeros((len(batch), T), dtype=torch.long)
-            for r, s in enumerate(batch):
-                ids[r, :len(s)] = torch.tensor(s)
-                labels[r, :len(s)] = torch.tensor(s)
-                mask[r, :len(s)] = 1
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            for r, x in enumerate(batch):
+                ids[r, :len(x)] = x
+                labels[r, :len(x)] = x
+            loss = model(input_ids=ids, labels=labels).loss
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            total += float(loss.detach()) * len(batch)
-            count += len(batch)
+            n = sum(len(x) for x in batch)
+            total += float(loss.detach()) * n
+            count += n
             bar.update(1)
         history.append(total / count)
         logger.info("epoch %d: loss %.3f", len(history), history[-1])
