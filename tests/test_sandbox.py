@@ -105,6 +105,10 @@ def test_bad_corpora(tmp_path):
     assert corpus.undecodable_files == 1 and corpus.files == 2
     with pytest.raises(PddkitError, match=r"has 6 documents of at least 128 words .* needs 40"):
         split_documents(corpus, 15, 10, 0, min_words=128)
+    bad = tmp_path / "c.jsonl"
+    bad.write_text(json.dumps({"text": "fine " * 200}) + "\n" + "{broken\n")
+    with pytest.raises(PddkitError, match=r"c\.jsonl line 2 is not a JSON object with a 'text'"):
+        load_corpus(bad)
     with pytest.raises(PddkitError, match="unknown sweep knob 'speed'; sweepable: repeats"):
         parse_sweep("speed=1,2")
     with pytest.raises(PddkitError, match="must be ints"):

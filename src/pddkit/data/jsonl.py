@@ -29,6 +29,18 @@ def _parse_label(value: object) -> int:
     raise _BadLine(f"has label {value!r}; labels must be 0 (non-member) or 1 (member)")
 
 
+def text_of_line(line: str) -> str | None:
+    """The `text` (or `input`) string of one JSONL line, or None if it has none."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    text = next((obj[k] for k in TEXT_FIELDS if k in obj), None)
+    return text if isinstance(text, str) else None
+
+
 def parse_record(obj: object, line_no: int, where: str) -> Sample:
     """One decoded JSON value -> Sample, or _BadLine with the reason."""
     if not isinstance(obj, dict):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from pddkit import __version__, progress
+from pddkit.data.jsonl import text_of_line
 from pddkit.errors import PddkitError
 
 logger = logging.getLogger(__name__)
@@ -142,12 +143,8 @@ def _documents(path: Path, tally: _Tally, block_chars: int) -> Iterator[str]:
         for no, line in _lines(path, tally):
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-                text = next(obj[k] for k in ("text", "input") if k in obj)
-                if not isinstance(text, str):
-                    raise TypeError
-            except (json.JSONDecodeError, StopIteration, TypeError, AttributeError):
+            text = text_of_line(line)
+            if text is None:
                 tally.skipped += 1
                 logger.warning("%s line %d has no text; left out of the counts", path, no)
                 continue

@@ -8,13 +8,13 @@ corpus of few long files is cut into sections first (consecutive paragraphs).
 from __future__ import annotations
 
 import ast
-import json
 import logging
 import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from pddkit.data.jsonl import text_of_line
 from pddkit.errors import PddkitError
 
 logger = logging.getLogger(__name__)
@@ -181,14 +181,10 @@ def load_corpus(path: str | Path | None, section_words: int = 200) -> Corpus:
                 except UnicodeDecodeError:
                     undecodable += 1
                     line = raw.decode("utf-8", errors="replace")
-                try:
-                    obj = json.loads(line)
-                    text = next(obj[k] for k in ("text", "input") if k in obj)
-                    if not isinstance(text, str):
-                        raise TypeError
-                except (json.JSONDecodeError, StopIteration, TypeError, AttributeError):
+                text = text_of_line(line)
+                if text is None:
                     raise PddkitError(f"{p} line {no} is not a JSON object with a 'text' "
-                                      "string") from None
+                                      "string")
                 for k, sec in enumerate(sections(text, section_words)):
                     docs.append(Document(f"line{no}#{k}", sec, f"{p} line {no}"))
     else:
