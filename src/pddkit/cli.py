@@ -77,15 +77,19 @@ def _model_options(fn):
 @click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
               help="Bootstrap resamples for the confidence intervals.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--val-fraction", type=float, default=None,
+              help="Choose hyperparameters on this stratified share of the labelled data.")
+@click.option("--val-data", type=click.Path(), default=None,
+              help="...or on this labelled JSONL file; metrics are then on --data only.")
 @click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline.")
 @click.option("--no-report", is_flag=True, help="Skip report.html / report.md.")
 @_model_options
 def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
-        max_length, padding_side, on_invalid, n_bootstrap, seed, no_blind, no_report, device,
-        dtype, trust_remote_code, local_files_only) -> None:
+        max_length, padding_side, on_invalid, n_bootstrap, seed, val_fraction, val_data,
+        no_blind, no_report, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit.data import load_benchmark, load_jsonl
-    from pddkit.evaluation.table import metrics_table
+    from pddkit.evaluation.table import metrics_table, validation_table
     from pddkit.pipeline import RunConfig, run_dataset
 
     if (data is None) == (benchmark is None):
@@ -99,14 +103,19 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
                        local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
-                       blind=not no_blind)
-    result = run_dataset(dataset, config)
+                       blind=not no_blind, val_fraction=val_fraction, val_data=val_data)
+    if val_fraction is not None and val_data is not None:
+        raise PddkitError("give at most one of --val-fraction and --val-data")
+    val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
+    result = run_dataset(dataset, config, val_dataset=val_dataset)
     out = result.write(output)
     c = result.counts
     click.echo(f"scored {c['samples']} texts with {len(result.methods)} methods "
                f"({c['truncated']['target']} truncated, {c['skipped']} skipped)")
     if result.labelled:
         click.echo(metrics_table(result))
+    if result.validation:
+        click.echo(validation_table(result))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
     if result.labelled and not no_report:
         from pddkit.evaluation.report import write_report

@@ -41,6 +41,8 @@ class RunConfig:
     n_bootstrap: int = 1000
     seed: int = 0
     blind: bool = True  # the model-free baseline, for every labelled run
+    val_fraction: float | None = None  # hyperparameters chosen on this stratified share
+    val_data: str | None = None  # ... or on this labelled file (recorded; loaded by the caller)
 
 
 def _load(name_or_model, config: RunConfig, role: str):
@@ -66,10 +68,13 @@ def _check_finite(stats: list[TokenStats], dataset: Dataset, what: str) -> None:
                               "(a float16 overflow? try --dtype float32)")
 
 
-def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None) -> RunResult:
+def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
+                val_dataset: Dataset | None = None) -> RunResult:
     """Score `dataset` with every requested method; metrics when it is labelled.
 
     `model` / `ref_model` may be preloaded `LoadedModel`s (else loaded from the config).
+    With `config.val_fraction` or a `val_dataset`, hyperparameters are also chosen on the
+    validation texts and all metrics are measured on the test texts only.
     """
     from pddkit.runner.frequency import FrequencyTable
     from pddkit.runner.token_stats import StatsRunner
@@ -85,6 +90,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
     needs = set().union(*(c.spec.needs for c in calls))
     if dataset.labelled:
         dataset.require_both_classes()
+    dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
 
     t0 = time.perf_counter()
     lm = _load(model if model is not None else config.model, config, "model")
@@ -134,11 +140,17 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
                        reference=None if reference is None else reference[i],
                        log_freq=log_freq) for i in range(len(texts))]
     labels = tuple(dataset.labels) if dataset.labelled else None
-    results = [_score_method(c, obs, labels, config) for c in calls]
+    results = [_score_method(c, obs, labels, config, test_idx) for c in calls]
     timings["methods_and_metrics"] = time.perf_counter() - t0
+    validation = {}
+    if val_idx is not None:
+        t0 = time.perf_counter()
+        validation = _validate(calls, target, log_freq, np.asarray(labels), val_idx, test_idx,
+                               config)
+        timings["validation"] = time.perf_counter() - t0
     if labels is not None and config.blind:
         t0 = time.perf_counter()
-        blind = _blind_baseline(dataset, config, notices)
+        blind = _blind_baseline(dataset, config, notices, test_idx)
         if blind is not None:
             results.append(blind)
         timings["blind_baseline"] = time.perf_counter() - t0
@@ -149,22 +161,67 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None)
                 "methods_resolved": [c.label for c in calls]},
         counts=counts, timings=timings, models=models,
         skipped=tuple((s.source, s.reason) for s in dataset.skipped), notices=tuple(notices),
+        splits=None if val_idx is None else tuple(
+            "val" if i in set(val_idx.tolist()) else "test" for i in range(len(dataset.samples))),
+        validation=validation,
     )
 
 
-def _score_method(call: MethodCall, obs: list[Observation], labels, config: RunConfig):
+def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):
+    """(all texts, validation indices, test indices); indices are None without validation."""
+    from pddkit.evaluation.validation import stratified_split
+
+    if config.val_fraction is None and val_dataset is None:
+        return dataset, None, None
+    if not dataset.labelled:
+        raise PddkitError("choosing hyperparameters on validation data needs labelled data")
+    if val_dataset is not None:
+        if not val_dataset.labelled:
+            raise PddkitError(f"validation data {val_dataset.name} has no labels")
+        val_dataset.require_both_classes()
+        n = len(dataset.samples)
+        both = Dataset(dataset.name, dataset.samples + val_dataset.samples,
+                       dataset.skipped + val_dataset.skipped, dataset.meta)
+        return both, np.arange(n, len(both.samples)), np.arange(n)
+    val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed)
+    return dataset, val_idx, test_idx
+
+
+def _validate(calls, target, log_freq, labels, val_idx, test_idx, config) -> dict:
+    """For each method with a grid: the value chosen on validation, measured on test."""
+    from pddkit.evaluation.validation import validate
+    from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
+
+    out = {}
+    padded = None
+    for c in calls:
+        if c.spec.name not in GRIDS or c.label in out:
+            continue
+        padded = padded or Padded.of(target)
+        grid = grid_points(c.spec.name)
+        scores = grid_scores(c.spec.name, padded, log_freq)  # [N, G], no forward pass
+        out[c.label] = validate(c.spec.name, grid, scores, labels, val_idx, test_idx,
+                                config.n_bootstrap, config.seed)
+    return out
+
+
+def _score_method(call: MethodCall, obs: list[Observation], labels, config: RunConfig,
+                  test_idx: np.ndarray | None = None):
     scores = np.fromiter((call(o) for o in obs), dtype=np.float64, count=len(obs))
     if not np.isfinite(scores).all():  # a method bug, never the user's fault
         raise RuntimeError(f"method {call.label} produced a non-finite score")
     metrics = None
     if labels is not None:
-        metrics = compute_metrics(scores, np.asarray(labels), n_bootstrap=config.n_bootstrap,
-                                  seed=config.seed)
+        sel = slice(None) if test_idx is None else test_idx
+        metrics = compute_metrics(scores[sel], np.asarray(labels)[sel],
+                                  n_bootstrap=config.n_bootstrap, seed=config.seed)
     return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
 
 
-def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str]):
-    """Out-of-fold scores of the model-free classifier (evaluation/blind.py)."""
+def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str],
+                    test_idx: np.ndarray | None = None):
+    """Out-of-fold scores of the model-free classifier (evaluation/blind.py) for every
+    text; its metrics on the test part when there is a validation split."""
     from pddkit.evaluation.blind import BlindBaseline
 
     groups = [s.group for s in dataset.samples]
@@ -179,8 +236,9 @@ def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str]):
         logger.warning("no blind baseline: %s", e)
         notices.append(f"no blind baseline: {e}")
         return None
-    metrics = compute_metrics(scores, np.asarray(dataset.labels), n_bootstrap=config.n_bootstrap,
-                              seed=config.seed)
+    sel = slice(None) if test_idx is None else test_idx
+    metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
+                              n_bootstrap=config.n_bootstrap, seed=config.seed)
     params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups}
     return MethodResult("blind", "blind", params, scores, metrics)
 

@@ -96,3 +96,21 @@ def lines_png(x_label: str, x_values: list, series: dict[str, list[float]], titl
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return _png(fig)
+
+
+def heatmap_png(values: np.ndarray, rows: list, cols: list, row_label: str, col_label: str,
+                title: str) -> bytes:
+    """Validation AUC over a 2-D grid (SURP: entropy threshold x percentile k)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 6))
+    im = ax.imshow(values, cmap="viridis", aspect="auto", origin="lower")
+    ax.set_xticks(range(len(cols)), [f"{c:g}" for c in cols], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{r:g}" for r in rows], fontsize=7)
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
+    best = np.unravel_index(np.nanargmax(values), values.shape)
+    ax.scatter([best[1]], [best[0]], marker="*", s=140, color="red", label="best on validation")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.colorbar(im, ax=ax, label="validation AUC")
+    ax.set_title(title)
+    return _png(fig)

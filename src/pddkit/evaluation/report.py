@@ -84,6 +84,18 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
         "roc_loglog.png": ("ROC curves, log-log", plots.roc_png(labels, scores, loglog=True)),
         "histograms.png": ("Score histograms", plots.histograms_png(labels, scores)),
     }
+    vheader, vrows = _validation_rows(results)
+    surp = next((v["validation"] for v in results["methods"].values()
+                 if v["method"] == "surp" and v.get("validation")), None)
+    if surp:
+        from pddkit.methods.grid import GRIDS
+
+        g = GRIDS["surp"]
+        grid = np.array(surp["val_auc_grid"]).reshape(len(g["entropy_threshold"]), len(g["k"]))
+        images["surp_heatmap.png"] = ("SURP: validation AUC over its two parameters",
+                                      plots.heatmap_png(grid, g["entropy_threshold"], g["k"],
+                                                        "entropy threshold", "percentile k",
+                                                        "SURP validation AUC"))
     for fname, (_, png) in images.items():
         (out / fname).write_bytes(png)
     header, cells, _, baseline = _table(results)
@@ -92,13 +104,31 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     config = {k: results[k] for k in ("config", "models", "counts", "timings_s", "notices",
                                       "pddkit_version") if k in results}
     html_path = out / "report.html"
-    html_path.write_text(_html(title, header, cells, baseline, blind, images, config))
+    html_path.write_text(_html(title, header, cells, baseline, blind, images, config,
+                               (vheader, vrows)))
     md_path = out / "report.md"
-    md_path.write_text(_markdown(title, header, cells, blind, images, config))
+    md_path.write_text(_markdown(title, header, cells, blind, images, config, (vheader, vrows)))
     return html_path, md_path
 
 
-def _html(title, header, cells, baseline, blind, images, config) -> str:
+def _validation_rows(results: dict) -> tuple[list[str], list[list[str]]]:
+    """Default value, value chosen on validation (test metrics), and the oracle."""
+    header = ["method", "default value: test AUC", "chosen on validation", "test AUC [95% CI]",
+              "oracle (best on test)"]
+    rows = []
+    for name, v in results["methods"].items():
+        val = v.get("validation")
+        if not val:
+            continue
+        fmt = lambda p: ",".join(f"{k}={x:g}" for k, x in p.items())  # noqa: E731
+        lo, hi = val["test"]["auc_ci"]
+        rows.append([name, f"{fmt(v['params'])}: {_fmt(v['metrics']['auc'])}", fmt(val["chosen"]),
+                     f"{_fmt(val['test']['auc'])} [{_fmt(lo)}, {_fmt(hi)}]",
+                     f"{fmt(val['oracle']['params'])}: {_fmt(val['oracle']['auc'])} (oracle)"])
+    return header, rows
+
+
+def _html(title, header, cells, baseline, blind, images, config, validation) -> str:
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title>",
              f"<style>{CSS}</style></head><body><h1>{e(title)}</h1>"]
@@ -113,6 +143,13 @@ def _html(title, header, cells, baseline, blind, images, config) -> str:
         parts.append(f"<tr{' class=baseline' if base else ''}>{tds}</tr>")
     parts.append("</table><p>▲ best detection method in the column (the blind baseline, in "
                  "italics, is not a detection method). Intervals: 95% percentile bootstrap.</p>")
+    vheader, vrows = validation
+    if vrows:
+        parts.append("<h2>Hyperparameters chosen on validation data</h2><table id='validation'>"
+                     "<tr>" + "".join(f"<th>{e(h)}</th>" for h in vheader) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in vrows]
+        parts.append("</table><p>Metrics on the test part. The oracle is the value that did "
+                     "best on the test set itself: shown for comparison, not a real result.</p>")
     for _fname, (caption, png) in images.items():
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<h2>{e(caption)}</h2><img alt='{e(caption)}' "
@@ -122,7 +159,7 @@ def _html(title, header, cells, baseline, blind, images, config) -> str:
     return "\n".join(parts)
 
 
-def _markdown(title, header, cells, blind, images, config) -> str:
+def _markdown(title, header, cells, blind, images, config, validation) -> str:
     lines = [f"# {title}", ""]
     if blind:
         lines += [("> **" if blind["warn"] else "> ") + blind["message"]
@@ -131,6 +168,12 @@ def _markdown(title, header, cells, blind, images, config) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in cells]
     lines += ["", "▲ best detection method in the column; `blind` is the model-free baseline. "
               "Intervals: 95% percentile bootstrap.", ""]
+    vheader, vrows = validation
+    if vrows:
+        lines += ["## Hyperparameters chosen on validation data", "",
+                  "| " + " | ".join(vheader) + " |", "|" + "---|" * len(vheader)]
+        lines += ["| " + " | ".join(r) + " |" for r in vrows]
+        lines += ["", "Oracle = best on the test set itself; not a real result.", ""]
     for fname, (caption, _) in images.items():
         lines += [f"## {caption}", "", f"![{caption}]({fname})", ""]
     lines += ["## Configuration", "", "```json", json.dumps(config, indent=2), "```", ""]

@@ -32,6 +32,8 @@ class RunResult:
     models: dict  # role -> {name, tokenizer, device, dtype, vocab_size}
     skipped: tuple = ()  # (source, reason) pairs left out by --on-invalid skip
     notices: tuple[str, ...] = field(default_factory=tuple)
+    splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
+    validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
 
     @property
     def labelled(self) -> bool:
@@ -76,9 +78,12 @@ class RunResult:
                     "method": m.method,
                     "params": m.params,
                     "metrics": None if m.metrics is None else m.metrics.to_dict(),
+                    "validation": (self.validation[m.label].to_dict()
+                                   if m.label in self.validation else None),
                 }
                 for m in self.methods
             },
+            "metrics_on": "test part" if self.splits else "all texts",
         }
 
     def write(self, out_dir: str | Path) -> Path:
@@ -88,6 +93,8 @@ class RunResult:
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):
                 row = {"id": sid, "label": None if self.labels is None else self.labels[i]}
+                if self.splits:
+                    row["split"] = self.splits[i]
                 row.update({m.label: float(m.scores[i]) for m in self.methods})
                 fh.write(json.dumps(row) + "\n")
         return out

@@ -34,3 +34,26 @@ def metrics_table(result: RunResult) -> str:
     if result.blind is not None:
         lines.append(result.blind.sentence())
     return "\n".join(lines)
+
+
+def _params(p: dict) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in p.items())
+
+
+def validation_table(result: RunResult) -> str:
+    """Per method: default value, value chosen on validation data, and the test oracle."""
+    rows = [["method", "default: AUC", "validated value", "AUC [95% CI] on test",
+             "oracle (best on test)"]]
+    ms = result.metrics()
+    for label, v in result.validation.items():
+        default = _params(next(m.params for m in result.methods if m.label == label))
+        rows.append([label, f"{default}: {_fmt(ms[label].auc)}", _params(v.chosen),
+                     f"{_fmt(v.test.auc)} [{_fmt(v.test.auc_ci.low)}, {_fmt(v.test.auc_ci.high)}]",
+                     f"{_params(v.oracle)}: {_fmt(v.oracle_auc)}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["", "hyperparameters chosen on validation data, measured on the test part:"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows[:1]]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows[1:]]
+    lines.append("oracle = the value that did best on the test set itself; not a real result")
+    return "\n".join(lines)
