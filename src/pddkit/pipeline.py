@@ -162,7 +162,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         counts=counts, timings=timings, models=models,
         skipped=tuple((s.source, s.reason) for s in dataset.skipped), notices=tuple(notices),
         splits=None if val_idx is None else tuple(
-            "val" if i in set(val_idx.tolist()) else "test" for i in range(len(dataset.samples))),
+            np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
         validation=validation,
     )
 
