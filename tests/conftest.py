@@ -82,3 +82,34 @@ def toy_lm(toy_world):
     from pddkit.runner.loading import load_model
 
     return load_model(str(toy_world.target_dir), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def mask_model_dir(tmp_path_factory, toy_world):
+    """A tiny RoBERTa-shaped fill-mask model (random weights) with a byte-level BPE that
+    has <mask> and character offsets, saved as an ordinary HF directory."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(toy_world.members + toy_world.pool, trainers.BpeTrainer(
+        vocab_size=800, special_tokens=specials, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
+                                   pad_token="<pad>", unk_token="<unk>", mask_token="<mask>",
+                                   model_max_length=512)
+    import torch
+
+    torch.manual_seed(0)
+    model = RobertaForMaskedLM(RobertaConfig(
+        vocab_size=len(fast), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=514, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2))
+    out = tmp_path_factory.mktemp("mlm")
+    model.save_pretrained(out)
+    fast.save_pretrained(out)
+    return out

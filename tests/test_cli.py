@@ -124,7 +124,9 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
     assert set(read_scores(tmp_path / "o")[0]) == {"id", "label", "loss", "zlib", "lowercase",
                                                     "mink", "minkpp", "surp", "blind"}
     res = json.loads((tmp_path / "o" / "results.json").read_text())
-    assert len(res["notices"]) == 2 and res["notices"][0].startswith("skipping dcpdd")
+    assert [n.split(":")[0] for n in res["notices"]] == ["skipping dcpdd", "skipping neighbor",
+                                                         "skipping ref"]
+    assert "needs a masked LM for neighbours (--mask-model)" in err
 
 
 def test_long_text_is_truncated_and_counted(toy_world, tmp_path, capsys):
@@ -250,7 +252,8 @@ def test_other_bad_inputs(toy_world, gpt2_tok_dir, tmp_path, capsys):
 def test_console_script_and_list(tmp_path):
     exe = [sys.executable, "-m", "pddkit"]
     r = subprocess.run([*exe, "list"], capture_output=True, text=True, check=True)
-    for name in ("loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd", "wikimia"):
+    for name in ("loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd", "neighbor",
+                 "wikimia"):
         assert f"  {name} " in r.stdout
     assert "entropy_threshold=2.0,k=40.0" in r.stdout
     r = subprocess.run([*exe, "run", "--model", str(tmp_path / "x"), "--data", str(tmp_path / "d"),

@@ -96,3 +96,9 @@ def test_dcpdd_uses_first_occurrences_and_caps_at_a():
     got = run("dcpdd", obs_of(L, ids=ids, log_freq=log_f), a=a)
     assert got == pytest.approx(np.mean(alpha))
     assert min(-math.exp(-0.5) * log_f[2], a) == a  # the cap is exercised
+
+
+def test_neighbor_is_own_mean_minus_mean_of_neighbour_means():
+    nbs = (TokenStats.from_lists([0, 1], [-2.0, -4.0]), TokenStats.from_lists([0, 1, 2], [-6.0] * 3))
+    o = obs_of([-1.0, -2.0], neighbors=nbs)  # own -1.5; neighbours -3 and -6 -> -4.5
+    assert run("neighbor", o) == pytest.approx(-1.5 - (-4.5))

@@ -22,7 +22,9 @@ def make_obs(rng, member: bool, n: int) -> Observation:
                      np.full(max(n - 1, 1), -3.0, np.float32), np.ones(max(n - 1, 1), np.float32),
                      np.full(max(n - 1, 1), 2.0, np.float32))
     tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32))
-    return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ)
+    nbs = tuple(TokenStats(ids, np.full(n, -6.0, np.float32), H.astype(np.float32),
+                           M2.astype(np.float32)) for _ in range(3))
+    return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs)
 
 
 ALL = METHODS.names()
@@ -62,7 +64,7 @@ def test_edge_statistics_stay_finite(name):
     ]
     for ids, L, H, M2 in cases:
         st = TokenStats.from_lists(ids, L, H, M2)
-        o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ)
+        o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,))
         assert np.isfinite(spec.fn(o, **spec.defaults))
 
 

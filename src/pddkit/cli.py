@@ -81,12 +81,17 @@ def _model_options(fn):
               help="Choose hyperparameters on this stratified share of the labelled data.")
 @click.option("--val-data", type=click.Path(), default=None,
               help="...or on this labelled JSONL file; metrics are then on --data only.")
+@click.option("--mask-model", default=None,
+              help="Masked LM for `neighbor` (default roberta-base; local directory or hub id).")
+@click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
+              help="Reuse the neighbors.jsonl an earlier run saved.")
 @click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline.")
 @click.option("--no-report", is_flag=True, help="Skip report.html / report.md.")
 @_model_options
 def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
         max_length, padding_side, on_invalid, n_bootstrap, seed, val_fraction, val_data,
-        no_blind, no_report, device, dtype, trust_remote_code, local_files_only) -> None:
+        mask_model, neighbors_file, no_blind, no_report, device, dtype, trust_remote_code,
+        local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit.data import load_benchmark, load_jsonl
     from pddkit.evaluation.table import metrics_table, validation_table
@@ -103,7 +108,8 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
                        local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
-                       blind=not no_blind, val_fraction=val_fraction, val_data=val_data)
+                       blind=not no_blind, val_fraction=val_fraction, val_data=val_data,
+                       mask_model=mask_model, neighbors_file=neighbors_file)
     if val_fraction is not None and val_data is not None:
         raise PddkitError("give at most one of --val-fraction and --val-data")
     val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None

@@ -43,6 +43,8 @@ class RunConfig:
     blind: bool = True  # the model-free baseline, for every labelled run
     val_fraction: float | None = None  # hyperparameters chosen on this stratified share
     val_data: str | None = None  # ... or on this labelled file (recorded; loaded by the caller)
+    mask_model: str | None = None  # masked LM for `neighbor` (roberta-base when it is named)
+    neighbors_file: str | None = None  # reuse neighbours saved by an earlier run
 
 
 def _load(name_or_model, config: RunConfig, role: str):
@@ -85,6 +87,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         available.add(Need.REFERENCE)
     if config.freq:
         available.add(Need.FREQUENCY)
+    if config.mask_model or config.neighbors_file or "neighbor" in config.methods:
+        available.add(Need.NEIGHBORS)
     notices: list[str] = []
     calls = resolve_methods(config.methods, available, notices)
     needs = set().union(*(c.spec.needs for c in calls))
@@ -134,11 +138,29 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         timings["reference_pass"] = time.perf_counter() - t0
         counts["truncated"]["reference"] = sum(s.truncated for s in reference)
 
+    neighbor_stats, neighbor_texts = None, None
+    if Need.NEIGHBORS in needs:
+        t0 = time.perf_counter()
+        call = next(c for c in calls if Need.NEIGHBORS in c.spec.needs)
+        neighbor_texts = _neighbor_texts(texts, names, [s.id for s in dataset.samples],
+                                         call.params, config)
+        flat = [t for nbs in neighbor_texts for t in nbs]
+        stats = runner.run(flat, [f"neighbour of {n}" for n, nbs in zip(names, neighbor_texts)
+                                  for _ in nbs], desc="neighbour pass")  # one batched pass
+        neighbor_stats, start = [], 0
+        for nbs in neighbor_texts:
+            neighbor_stats.append(tuple(stats[start:start + len(nbs)]))
+            start += len(nbs)
+        timings["neighbors"] = time.perf_counter() - t0
+        counts["neighbor_texts"] = len(flat)
+
     t0 = time.perf_counter()
     obs = [Observation(text=texts[i], target=target[i],
                        lower=None if lower is None else lower[i],
                        reference=None if reference is None else reference[i],
-                       log_freq=log_freq) for i in range(len(texts))]
+                       log_freq=log_freq,
+                       neighbors=None if neighbor_stats is None else neighbor_stats[i])
+           for i in range(len(texts))]
     labels = tuple(dataset.labels) if dataset.labelled else None
     results = [_score_method(c, obs, labels, config, test_idx) for c in calls]
     timings["methods_and_metrics"] = time.perf_counter() - t0
@@ -164,7 +186,22 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         splits=None if val_idx is None else tuple(
             np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
         validation=validation,
+        neighbors=None if neighbor_texts is None else tuple(map(tuple, neighbor_texts)),
     )
+
+
+def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig) -> list[list[str]]:
+    """Neighbours from a saved file, or generated with the masked LM."""
+    from pddkit.runner import neighbors
+
+    if config.neighbors_file:
+        loaded = neighbors.load(config.neighbors_file, ids)
+        return [nb[:params["n_neighbors"]] for nb in loaded]
+    mm = neighbors.load_mask_model(config.mask_model or "roberta-base",
+                                   local_files_only=config.local_files_only,
+                                   trust_remote_code=config.trust_remote_code)
+    return neighbors.generate(mm, texts, names, params["n_neighbors"], params["top_k"],
+                              params["dropout"], params["seed"])
 
 
 def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):

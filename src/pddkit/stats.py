@@ -46,3 +46,4 @@ class Observation:
     lower: TokenStats | None = None  # target model on text.lower()
     reference: TokenStats | None = None  # reference model, its own tokenizer
     log_freq: np.ndarray | None = None  # [|V|] log f(v) of the frequency table (DC-PDD)
+    neighbors: tuple[TokenStats, ...] | None = None  # target model on neighbour texts

@@ -34,6 +34,7 @@ class RunResult:
     notices: tuple[str, ...] = field(default_factory=tuple)
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
+    neighbors: tuple[tuple[str, ...], ...] | None = None  # generated neighbour texts per text
 
     @property
     def labelled(self) -> bool:
@@ -90,6 +91,10 @@ class RunResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(_finite(self.to_dict()), indent=2) + "\n")
+        if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
+            with (out / "neighbors.jsonl").open("w") as fh:
+                for sid, nbs in zip(self.ids, self.neighbors):
+                    fh.write(json.dumps({"id": sid, "neighbors": list(nbs)}) + "\n")
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):
                 row = {"id": sid, "label": None if self.labels is None else self.labels[i]}

@@ -6,6 +6,7 @@ from pddkit.methods import (  # noqa: F401  (each module registers its method)
     lowercase,
     mink,
     minkpp,
+    neighbor,
     reference,
     surp,
     zlib_ratio,

@@ -28,11 +28,12 @@ class Need(str, Enum):
     LOWERCASE = "lowercase pass"  # a second target pass over text.lower()
     REFERENCE = "reference model"  # --ref-model
     FREQUENCY = "frequency table"  # --freq
+    NEIGHBORS = "masked LM for neighbours"  # --mask-model (neighbor)
 
     @property
     def option(self) -> str:
         return {"lowercase pass": "", "reference model": "--ref-model",
-                "frequency table": "--freq"}[self.value]
+                "frequency table": "--freq", "masked LM for neighbours": "--mask-model"}[self.value]
 
 
 @dataclass(frozen=True)
