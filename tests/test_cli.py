@@ -125,7 +125,7 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
                                                     "mink", "minkpp", "surp", "blind"}
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert [n.split(":")[0] for n in res["notices"]] == ["skipping dcpdd", "skipping neighbor",
-                                                         "skipping ref"]
+                                                         "skipping probe", "skipping ref"]
     assert "needs a masked LM for neighbours (--mask-model)" in err
 
 
@@ -253,7 +253,7 @@ def test_console_script_and_list(tmp_path):
     exe = [sys.executable, "-m", "pddkit"]
     r = subprocess.run([*exe, "list"], capture_output=True, text=True, check=True)
     for name in ("loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd", "neighbor",
-                 "wikimia"):
+                 "probe", "wikimia"):
         assert f"  {name} " in r.stdout
     assert "entropy_threshold=2.0,k=40.0" in r.stdout
     r = subprocess.run([*exe, "run", "--model", str(tmp_path / "x"), "--data", str(tmp_path / "d"),

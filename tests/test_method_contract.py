@@ -24,7 +24,9 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32))
     nbs = tuple(TokenStats(ids, np.full(n, -6.0, np.float32), H.astype(np.float32),
                            M2.astype(np.float32)) for _ in range(3))
-    return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs)
+    prob = (0.8 if member else 0.2) + 0.1 * rng.random()
+    return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
+                       probe=prob)
 
 
 ALL = METHODS.names()
@@ -64,7 +66,8 @@ def test_edge_statistics_stay_finite(name):
     ]
     for ids, L, H, M2 in cases:
         st = TokenStats.from_lists(ids, L, H, M2)
-        o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,))
+        o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
+                        probe=0.5)
         assert np.isfinite(spec.fn(o, **spec.defaults))
 
 

@@ -85,13 +85,20 @@ def _model_options(fn):
               help="Masked LM for `neighbor` (default roberta-base; local directory or hub id).")
 @click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
               help="Reuse the neighbors.jsonl an earlier run saved.")
+@click.option("--probe-data", type=click.Path(), default=None,
+              help="JSONL of auxiliary texts absent from pre-training (trains the `probe`).")
+@click.option("--probe-load", type=click.Path(), default=None,
+              help="A probe saved by an earlier run (its OUTPUT/probe folder).")
+@click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
+              help="Proxy fine-tuning learning rates; the best on held-out rows is kept.")
+@click.option("--probe-lora", is_flag=True, help="Fine-tune the proxy with LoRA (needs peft).")
 @click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline.")
 @click.option("--no-report", is_flag=True, help="Skip report.html / report.md.")
 @_model_options
 def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
         max_length, padding_side, on_invalid, n_bootstrap, seed, val_fraction, val_data,
-        mask_model, neighbors_file, no_blind, no_report, device, dtype, trust_remote_code,
-        local_files_only) -> None:
+        mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, no_blind,
+        no_report, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit.data import load_benchmark, load_jsonl
     from pddkit.evaluation.table import metrics_table, validation_table
@@ -109,7 +116,9 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
                        local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
                        blind=not no_blind, val_fraction=val_fraction, val_data=val_data,
-                       mask_model=mask_model, neighbors_file=neighbors_file)
+                       mask_model=mask_model, neighbors_file=neighbors_file,
+                       probe_data=probe_data, probe_load=probe_load,
+                       probe_lrs=_floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora)
     if val_fraction is not None and val_data is not None:
         raise PddkitError("give at most one of --val-fraction and --val-data")
     val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
@@ -128,6 +137,16 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
 
         html, _ = write_report(out)
         click.echo(f"report: {html}")
+
+
+def _floats(text: str, option: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be numbers separated by commas") from None
+    if not values:
+        raise PddkitError(f"{option} needs at least one value")
+    return values
 
 
 @cli.group()

@@ -45,6 +45,10 @@ class RunConfig:
     val_data: str | None = None  # ... or on this labelled file (recorded; loaded by the caller)
     mask_model: str | None = None  # masked LM for `neighbor` (roberta-base when it is named)
     neighbors_file: str | None = None  # reuse neighbours saved by an earlier run
+    probe_data: str | None = None  # auxiliary non-member texts for the probe's proxy model
+    probe_load: str | None = None  # a probe saved by an earlier run (OUTPUT/probe)
+    probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # proxy learning rates, chosen on held-out rows
+    probe_lora: bool = False
 
 
 def _load(name_or_model, config: RunConfig, role: str):
@@ -89,6 +93,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         available.add(Need.FREQUENCY)
     if config.mask_model or config.neighbors_file or "neighbor" in config.methods:
         available.add(Need.NEIGHBORS)
+    if config.probe_data or config.probe_load:
+        available.add(Need.PROBE)
     notices: list[str] = []
     calls = resolve_methods(config.methods, available, notices)
     needs = set().union(*(c.spec.needs for c in calls))
@@ -154,12 +160,19 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         timings["neighbors"] = time.perf_counter() - t0
         counts["neighbor_texts"] = len(flat)
 
+    probe_scores, probe = None, None
+    if Need.PROBE in needs:
+        t0 = time.perf_counter()
+        probe, probe_scores = _probe_scores(lm, texts, config)
+        timings["probe"] = time.perf_counter() - t0
+
     t0 = time.perf_counter()
     obs = [Observation(text=texts[i], target=target[i],
                        lower=None if lower is None else lower[i],
                        reference=None if reference is None else reference[i],
                        log_freq=log_freq,
-                       neighbors=None if neighbor_stats is None else neighbor_stats[i])
+                       neighbors=None if neighbor_stats is None else neighbor_stats[i],
+                       probe=None if probe_scores is None else float(probe_scores[i]))
            for i in range(len(texts))]
     labels = tuple(dataset.labels) if dataset.labelled else None
     results = [_score_method(c, obs, labels, config, test_idx) for c in calls]
@@ -187,7 +200,23 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
         validation=validation,
         neighbors=None if neighbor_texts is None else tuple(map(tuple, neighbor_texts)),
+        probe=probe,
     )
+
+
+def _probe_scores(lm, texts, config: RunConfig):
+    """A trained (or loaded) probe and its member probability for every text."""
+    from pddkit.data.jsonl import load_jsonl
+    from pddkit.runner.probe import LinearProbe, activations, train_probe
+
+    if config.probe_load:
+        probe = LinearProbe.load(config.probe_load)
+    else:
+        aux = [s.text for s in load_jsonl(config.probe_data, name="--probe-data").samples]
+        probe = train_probe(lm.model, lm.tokenizer, aux, config.probe_lrs, config.seed,
+                            config.probe_lora, config.batch_size)
+    X = activations(lm.model, lm.tokenizer, texts, config.batch_size, lm.name, probe.layer_)
+    return probe, probe.predict_proba(X)
 
 
 def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig) -> list[list[str]]:

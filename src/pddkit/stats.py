@@ -47,3 +47,4 @@ class Observation:
     reference: TokenStats | None = None  # reference model, its own tokenizer
     log_freq: np.ndarray | None = None  # [|V|] log f(v) of the frequency table (DC-PDD)
     neighbors: tuple[TokenStats, ...] | None = None  # target model on neighbour texts
+    probe: float | None = None  # member probability of the linear probe (runner/probe.py)

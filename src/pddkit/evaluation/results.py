@@ -35,6 +35,7 @@ class RunResult:
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
     neighbors: tuple[tuple[str, ...], ...] | None = None  # generated neighbour texts per text
+    probe: object | None = None  # runner.probe.LinearProbe, saved to OUTPUT/probe
 
     @property
     def labelled(self) -> bool:
@@ -91,6 +92,8 @@ class RunResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.json").write_text(json.dumps(_finite(self.to_dict()), indent=2) + "\n")
+        if self.probe is not None:  # arrays + JSON, reloadable with --probe-load
+            self.probe.save(out / "probe")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
             with (out / "neighbors.jsonl").open("w") as fh:
                 for sid, nbs in zip(self.ids, self.neighbors):

@@ -7,6 +7,7 @@ from pddkit.methods import (  # noqa: F401  (each module registers its method)
     mink,
     minkpp,
     neighbor,
+    probe,
     reference,
     surp,
     zlib_ratio,

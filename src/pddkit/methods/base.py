@@ -29,11 +29,13 @@ class Need(str, Enum):
     REFERENCE = "reference model"  # --ref-model
     FREQUENCY = "frequency table"  # --freq
     NEIGHBORS = "masked LM for neighbours"  # --mask-model (neighbor)
+    PROBE = "probe"  # --probe-data or --probe-load
 
     @property
     def option(self) -> str:
         return {"lowercase pass": "", "reference model": "--ref-model",
-                "frequency table": "--freq", "masked LM for neighbours": "--mask-model"}[self.value]
+                "frequency table": "--freq", "masked LM for neighbours": "--mask-model",
+                "probe": "--probe-data or --probe-load"}[self.value]
 
 
 @dataclass(frozen=True)
