@@ -67,10 +67,10 @@ def _model_info(lm) -> dict:
             "context_length": lm.context_length}
 
 
-def _check_finite(stats: list[TokenStats], dataset: Dataset, what: str) -> None:
-    for st, s in zip(stats, dataset.samples):
+def _check_finite(stats: list[TokenStats], names: list[str], what: str) -> None:
+    for st, name in zip(stats, names):
         if not (np.isfinite(st.L).all() and np.isfinite(st.H).all() and np.isfinite(st.M2).all()):
-            raise PddkitError(f"{what} gave non-finite log-probabilities for {s.source or s.id} "
+            raise PddkitError(f"{what} gave non-finite log-probabilities for {name} "
                               "(a float16 overflow? try --dtype float32)")
 
 
@@ -120,7 +120,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                          max_length=config.max_length)
     t0 = time.perf_counter()
     target = runner.run(texts, names, desc="target pass")
-    _check_finite(target, dataset, lm.name)
+    _check_finite(target, names, lm.name)
     timings["target_pass"] = time.perf_counter() - t0
     counts = dict(dataset.counts())
     counts["truncated"] = {"target": sum(s.truncated for s in target)}
@@ -130,6 +130,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if Need.LOWERCASE in needs:
         t0 = time.perf_counter()
         lower = runner.run([t.lower() for t in texts], names, desc="lowercase pass")
+        _check_finite(lower, names, f"{lm.name} (lowercased text)")
         timings["lowercase_pass"] = time.perf_counter() - t0
         counts["truncated"]["lowercase"] = sum(s.truncated for s in lower)
     if Need.REFERENCE in needs:
@@ -140,7 +141,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         reference = StatsRunner(rlm, batch_size=config.batch_size,
                                 padding_side=config.padding_side,
                                 max_length=config.max_length).run(texts, names, "reference pass")
-        _check_finite(reference, dataset, rlm.name)
+        _check_finite(reference, names, rlm.name)
         timings["reference_pass"] = time.perf_counter() - t0
         counts["truncated"]["reference"] = sum(s.truncated for s in reference)
 
@@ -151,8 +152,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         neighbor_texts = _neighbor_texts(texts, names, [s.id for s in dataset.samples],
                                          call.params, config)
         flat = [t for nbs in neighbor_texts for t in nbs]
-        stats = runner.run(flat, [f"neighbour of {n}" for n, nbs in zip(names, neighbor_texts)
-                                  for _ in nbs], desc="neighbour pass")  # one batched pass
+        flat_names = [f"a neighbour of {n}" for n, nbs in zip(names, neighbor_texts) for _ in nbs]
+        stats = runner.run(flat, flat_names, desc="neighbour pass")  # one batched pass
+        _check_finite(stats, flat_names, lm.name)
+        counts["truncated"]["neighbors"] = sum(s.truncated for s in stats)
         neighbor_stats, start = [], 0
         for nbs in neighbor_texts:
             neighbor_stats.append(tuple(stats[start:start + len(nbs)]))
@@ -222,11 +225,13 @@ def _probe_scores(lm, texts, config: RunConfig):
 def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig) -> list[list[str]]:
     """Neighbours from a saved file, or generated with the masked LM."""
     from pddkit.runner import neighbors
+    from pddkit.runner.loading import pick_device
 
     if config.neighbors_file:
         loaded = neighbors.load(config.neighbors_file, ids)
         return [nb[:params["n_neighbors"]] for nb in loaded]
     mm = neighbors.load_mask_model(config.mask_model or "roberta-base",
+                                   device=pick_device(config.device),
                                    local_files_only=config.local_files_only,
                                    trust_remote_code=config.trust_remote_code)
     return neighbors.generate(mm, texts, names, params["n_neighbors"], params["top_k"],

@@ -48,7 +48,3 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         self._load()
         return iter([self._entries[n] for n in sorted(self._entries)])
-
-    def __contains__(self, name: object) -> bool:
-        self._load()
-        return name in self._entries

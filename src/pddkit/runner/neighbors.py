@@ -75,7 +75,8 @@ def neighbors_of(mm: MaskModel, text: str, n_neighbors: int = 25, top_k: int = 1
 
     tok = mm.tokenizer
     enc = tok(text, return_offsets_mapping=True, truncation=True)
-    ids = torch.tensor([enc["input_ids"]])  # [1, T]
+    device = next(mm.model.parameters()).device
+    ids = torch.tensor([enc["input_ids"]], device=device)  # [1, T]
     positions = _word_positions(text, [tuple(o) for o in enc["offset_mapping"]])
     if not positions:
         raise PddkitError(f"{source} has no word the masked LM {mm.name} can replace")
@@ -84,11 +85,12 @@ def neighbors_of(mm: MaskModel, text: str, n_neighbors: int = 25, top_k: int = 1
         emb = mm.model.get_input_embeddings()(ids)  # [1, T, d]
         batch = emb.repeat(len(positions), 1, 1)  # [P, T, d] one copy per position
         keep = (torch.rand(len(positions), emb.shape[-1], generator=gen) >= dropout).float()
-        rows = torch.arange(len(positions))
-        pos = torch.tensor(positions)
+        keep = keep.to(device)  # drawn on the CPU generator: the same masks on every device
+        rows = torch.arange(len(positions), device=device)
+        pos = torch.tensor(positions, device=device)
         batch[rows, pos] = batch[rows, pos] * keep / (1 - dropout)  # dropout on that token only
-        logits = mm.model(inputs_embeds=batch, attention_mask=torch.ones(batch.shape[:2],
-                                                                         dtype=torch.long)).logits
+        mask = torch.ones(batch.shape[:2], dtype=torch.long, device=device)
+        logits = mm.model(inputs_embeds=batch, attention_mask=mask).logits
         probs = torch.softmax(logits[rows, pos].float(), -1)  # [P, V]
         probs[rows, ids[0, pos]] = 0.0  # never the original token
         top_p, top_i = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # [P, k]

@@ -31,10 +31,6 @@ class Encoded:
     ids: list[list[int]]
     truncated: list[bool]
 
-    @property
-    def n_truncated(self) -> int:
-        return sum(self.truncated)
-
 
 def encode(lm: LoadedModel, texts: Sequence[str], names: Sequence[str],
            max_length: int | None = None, what: str = "statistics") -> Encoded:

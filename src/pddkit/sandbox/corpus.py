@@ -84,21 +84,6 @@ def sections(text: str, words: int) -> list[str]:
     return out
 
 
-def stdlib_docstrings(min_words: int = 40, limit: int | None = None) -> list[str]:
-    """Module, class and function docstrings of the standard library, whitespace-folded,
-    deduplicated, in a stable order (read with `ast`; nothing is imported)."""
-    docs: list[str] = []
-    seen: set[str] = set()
-    for _, module_docs in _stdlib_module_docstrings():
-        for text in module_docs:
-            if len(text.split()) >= min_words and text not in seen:
-                seen.add(text)
-                docs.append(text)
-                if limit is not None and len(docs) >= limit:
-                    return docs
-    return docs
-
-
 def _stdlib_root() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
