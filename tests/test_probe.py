@@ -1,5 +1,6 @@
-"""The probe: proxy fine-tuning changes weights, standardisation uses training rows only,
-a saved probe reloads to identical scores, end to end through `pddkit run`."""
+"""The probe: proxy fine-tuning changes weights (full and LoRA), standardisation uses
+training rows only, a saved probe reloads to identical scores, the (proxy lr, layer)
+grid, the validated choice, and end to end through `pddkit run`."""
 
 import json
 
@@ -9,7 +10,16 @@ import torch
 
 from pddkit.cli import main
 from pddkit.errors import PddkitError
-from pddkit.runner.probe import LinearProbe, activations, fine_tune_proxy, train_probe
+from pddkit.runner.probe import (
+    PROMPT,
+    LinearProbe,
+    activations,
+    encode_prompts,
+    fine_tune_proxy,
+    probe_scores,
+    split_auxiliary,
+    train_probes,
+)
 
 
 def test_proxy_fine_tuning_changes_the_weights_and_not_the_target(toy_lm, toy_world):
@@ -31,32 +41,101 @@ def test_activations_every_layer_last_token(toy_lm, toy_world):
 
 def test_standardisation_uses_training_rows_only_and_reload_is_identical(tmp_path):
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((80, 3, 6))
+    X = rng.standard_normal((80, 6))
     y = rng.integers(0, 2, 80)
-    X[:, 2, 0] += 3 * y  # layer 2 carries the signal
-    X_val = rng.standard_normal((40, 3, 6)) + 100.0  # a shifted validation set
-    y_val = rng.integers(0, 2, 40)
-    X_val[:, 2, 0] += 3 * y_val
-    probe = LinearProbe().fit(X, y, X_val, y_val)
-    assert probe.layer_ == 2
-    np.testing.assert_allclose(probe.mean_, X[:, 2].mean(0))  # not the validation rows
-    np.testing.assert_allclose(probe.scale_, X[:, 2].std(0) + 1e-6)
+    X[:, 0] += 3 * y
+    probe = LinearProbe().fit(X, y, layer=2, proxy_lr=1e-3)
+    np.testing.assert_allclose(probe.mean_, X.mean(0))
+    np.testing.assert_allclose(probe.scale_, X.std(0) + 1e-6)
+    shifted = X + 100.0  # rows from elsewhere must not move the probe's statistics
+    assert probe.predict_proba(shifted).mean() != pytest.approx(probe.predict_proba(X).mean())
     saved = probe.save(tmp_path / "p")
     assert not any(f.suffix == ".pkl" for f in saved.iterdir())
     again = LinearProbe.load(saved)
-    np.testing.assert_array_equal(again.predict_proba(X[:, 2]), probe.predict_proba(X[:, 2]))
+    assert (again.layer_, again.proxy_lr_) == (2, 1e-3)
+    np.testing.assert_array_equal(again.predict_proba(X), probe.predict_proba(X))
     with pytest.raises(PddkitError, match="is not a saved probe"):
         LinearProbe.load(tmp_path)
 
 
+def test_auxiliary_split_is_half_injected_and_stratified():
+    injected, held_out = split_auxiliary(50, seed=3)
+    assert injected.sum() == 25 and held_out.sum() == 10
+    assert injected[held_out].sum() == 5  # 20% of each half
+    again = split_auxiliary(50, seed=3)
+    assert (again[0] == injected).all() and (again[1] == held_out).all()
+
+
+def test_grid_has_one_probe_per_lr_and_layer_fitted_on_proxy_rows(toy_lm, toy_world):
+    aux = toy_world.pool[:20]
+    search = train_probes(toy_lm.model, toy_lm.tokenizer, aux, lrs=(1e-3, 3e-3), seed=0)
+    layers = toy_lm.model.config.n_layer + 1
+    assert [g["proxy_lr"] for g in search.grid] == [1e-3] * layers + [3e-3] * layers
+    assert [g["layer"] for g in search.grid] == list(range(layers)) * 2
+    assert search.best is search.probes[int(np.argmax(search.aux_val_auc))]
+    injected, held_out = split_auxiliary(len(aux), 0)
+    proxy = fine_tune_proxy(toy_lm.model, toy_lm.tokenizer,
+                            [aux[i] for i in np.flatnonzero(injected)], lr=3e-3)
+    X = activations(proxy, toy_lm.tokenizer, aux, batch_size=8)
+    p = search.probes[layers + 1]  # lr 3e-3, layer 1: standardised on the proxy's fit rows
+    np.testing.assert_allclose(p.mean_, X[~held_out, 1].mean(0), rtol=1e-4, atol=1e-5)
+    target = activations(toy_lm.model, toy_lm.tokenizer, toy_world.members[:6], batch_size=4)
+    grid, cut = probe_scores(toy_lm.model, toy_lm.tokenizer, toy_world.members[:6], search.probes, 4)
+    assert cut == 0
+    assert grid.shape == (6, 2 * layers)
+    np.testing.assert_allclose(grid[:, layers + 1], p.decision_function(target[:, 1]), rtol=1e-5)
+    prob = p.predict_proba(target[:, 1])  # the log-odds are the probability's logit
+    np.testing.assert_allclose(1 / (1 + np.exp(-grid[:, layers + 1])), prob, rtol=1e-6)
+
+
+def test_a_prompt_longer_than_the_context_keeps_its_question(toy_lm, toy_world):
+    long = " ".join(toy_world.pool[:12])  # far more than the 512-token context
+    ids, cut = encode_prompts(toy_lm.model, toy_lm.tokenizer, [toy_world.members[0], long])
+    short = toy_lm.tokenizer(PROMPT.format(text=toy_world.members[0]))["input_ids"]
+    assert cut == 1 and ids[0] == short
+    assert 500 <= len(ids[1]) <= 512
+    question = toy_lm.tokenizer("\nIs the above statement correct? Answer:")["input_ids"]
+    assert ids[1][-len(question):] == question
+    X = activations(toy_lm.model, toy_lm.tokenizer, [long], batch_size=1)  # runs, no index error
+    assert np.isfinite(X).all()
+
+
 def test_too_few_rows_and_wrong_width(toy_lm, toy_world):
     with pytest.raises(PddkitError, match="needs at least 10"):
-        train_probe(toy_lm.model, toy_lm.tokenizer, toy_world.pool[:4])
-    probe = LinearProbe()
-    probe.coef_, probe.mean_, probe.scale_, probe.intercept_, probe.layer_ = (
-        np.ones(7), np.zeros(7), np.ones(7), 0.0, 0)
+        train_probes(toy_lm.model, toy_lm.tokenizer, toy_world.pool[:4])
+    probe = LinearProbe().fit(np.random.default_rng(0).standard_normal((20, 7)),
+                              np.arange(20) % 2, layer=0)
     with pytest.raises(PddkitError, match="expects 7-wide activations"):
         probe.predict_proba(np.zeros((2, 64)))
+
+
+def test_a_model_without_hidden_states_is_one_sentence(toy_lm, toy_world):
+    class NoHidden(torch.nn.Module):  # e.g. a wrapper that returns logits only
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kw):
+            kw.pop("output_hidden_states")
+            return self.inner(**kw, output_hidden_states=False)
+
+    with pytest.raises(PddkitError, match="my-model returns no hidden states"):
+        activations(NoHidden(toy_lm.model), toy_lm.tokenizer, toy_world.members[:2], name="my-model")
+
+
+def test_lora_proxy_trains_adapters_only(toy_lm, toy_world):
+    pytest.importorskip("peft")
+    base = {k: v.clone() for k, v in toy_lm.model.state_dict().items()}
+    proxy = fine_tune_proxy(toy_lm.model, toy_lm.tokenizer, toy_world.pool[:8], lr=1e-2,
+                            lora=True, lora_rank=4)
+    trainable = [n for n, p in proxy.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    X = activations(proxy, toy_lm.tokenizer, toy_world.members[:3], batch_size=2)  # through peft
+    assert X.shape == (3, toy_lm.model.config.n_layer + 1, toy_lm.model.config.n_embd)
+    merged = proxy.merge_and_unload().state_dict()
+    changed = [k for k, v in merged.items() if k in base and not torch.equal(v, base[k])]
+    assert len(changed) >= 4  # the adapters moved the effective weights
+    assert all(torch.equal(v, base[k]) for k, v in toy_lm.model.state_dict().items())
 
 
 def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
@@ -69,6 +148,7 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     meta = json.loads((tmp_path / "a" / "probe" / "probe.json").read_text())
     assert meta["lr_grid"] == [1e-3, 3e-3] and meta["proxy_lr"] in meta["lr_grid"]
+    assert 0 <= meta["layer"] <= 2 and 0 <= meta["aux_val_auc"] <= 1
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
     code = main([*args, "--probe-load", str(tmp_path / "a" / "probe"), "--output",
@@ -77,3 +157,22 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     rows = [[json.loads(x)["probe"] for x in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
             for d in ("a", "b")]
     np.testing.assert_allclose(rows[0], rows[1], rtol=1e-6)  # the reloaded probe scores alike
+
+
+def test_probe_layer_and_lr_chosen_on_the_validation_split(toy_world, tmp_path, capsys):
+    aux = tmp_path / "aux.jsonl"
+    aux.write_text("".join(json.dumps({"text": t}) + "\n" for t in toy_world.pool[:40]))
+    out = tmp_path / "v"
+    code = main(["run", "--model", str(toy_world.target_dir), "--data", str(toy_world.data_path),
+                 "--methods", "probe", "--probe-data", str(aux), "--probe-lrs", "1e-3,3e-3",
+                 "--val-fraction", "0.3", "--bootstrap", "20", "--output", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    v = json.loads((out / "results.json").read_text())["methods"]["probe"]["validation"]
+    assert v["grid_size"] == 2 * 3 and len(v["val_auc_grid"]) == 6
+    default = json.loads((out / "probe" / "probe.json").read_text())
+    assert v["default"] == {"proxy_lr": default["proxy_lr"], "layer": default["layer"]}
+    chosen = json.loads((out / "probe-validated" / "probe.json").read_text())
+    assert v["chosen"] == {"proxy_lr": chosen["proxy_lr"], "layer": chosen["layer"]}
+    assert set(v["oracle"]["params"]) == {"proxy_lr", "layer"}
+    assert "proxy_lr=" in printed.out and "(oracle)" in (out / "report.md").read_text()

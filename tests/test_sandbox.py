@@ -125,3 +125,35 @@ def test_cli_bad_sandbox_inputs_are_one_sentence(tmp_path, capsys):
         code = main(["sandbox", "--output", str(tmp_path / "o"), *args])
         err = capsys.readouterr().err
         assert code == 1 and sentence in err and "Traceback" not in err
+
+
+def test_sandbox_runs_neighbor_and_probe(corpus_file, mask_model_dir, tmp_path, capsys):
+    """The sandbox with a fill-mask model (`neighbor`) and its reference pool as the probe's
+    auxiliary data. `neighbor` separates its members; `probe` is run and reported but not
+    held above chance: on models this small no linear probe on the last-token activation
+    separates members, not even one trained on the target's own labels
+    (benchmarks/probe_ceiling.py; README, Methods)."""
+    out = tmp_path / "sb"
+    args = [a for a in TINY]
+    for knob, value in (("--epochs", "20"), ("--layers", "2"), ("--width", "64"),
+                        ("--context", "256"), ("--section-words", "60")):  # prompts fit
+        args[args.index(knob) + 1] = value
+    args[args.index("--windows") + 1] = "32"  # within the 128-token context
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), "--repeats", "3",
+                 "--methods", "loss,neighbor:n_neighbors=6,probe", "--mask-model",
+                 str(mask_model_dir), "--probe-lrs", "1e-3", *args])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    wdir = out / "run" / "window-32"
+    res = json.loads((wdir / "results.json").read_text())
+    aucs = {k: v["metrics"]["auc"] for k, v in res["methods"].items()}
+    assert aucs["neighbor"] > 0.7, aucs
+    probe = [json.loads(x)["probe"] for x in (wdir / "scores.jsonl").read_text().splitlines()]
+    assert len(set(probe)) > len(probe) // 2  # log-odds: no ties from probabilities rounding to 1
+    assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
+    assert res["counts"]["neighbor_texts"] == 6 * res["counts"]["samples"]
+    assert (wdir / "neighbors.jsonl").is_file() and (wdir / "probe" / "probe.json").is_file()
+    meta = json.loads((wdir / "probe" / "probe.json").read_text())
+    assert meta["aux_texts"] == 16  # the reference pool
+    warned = any(n.startswith("probe: the best probe") for n in res["notices"])
+    assert warned == (meta["aux_val_auc"] < 0.6)  # a probe that separates nothing is flagged

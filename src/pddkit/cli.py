@@ -205,11 +205,16 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
 @click.option("--windows", default="32,64,128", show_default=True, help="Window lengths in words.")
 @click.option("--windows-per-doc", default=2, show_default=True)
 @click.option("--methods", default="all", show_default=True)
+@click.option("--mask-model", default=None,
+              help="Fill-mask model (local directory or hub id) for `neighbor`; without one "
+                   "`all` skips it.")
+@click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
+              help="Proxy learning rates for `probe` (its auxiliary data is the reference pool).")
 @click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             lr, layers, width, context, vocab_size, section_words, windows, windows_per_doc,
-            methods, n_bootstrap, seed) -> None:
+            methods, mask_model, probe_lrs, n_bootstrap, seed) -> None:
     """Train a small model on chosen documents, then detect them (ground truth)."""
     from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
     from pddkit.sandbox.summary import summary_text
@@ -225,6 +230,7 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         background=background, repeats=repeats, epochs=epochs, lr=lr,
                         layers=layers, width=width, context=context, windows=wins,
                         windows_per_doc=windows_per_doc, methods=methods,
+                        mask_model=mask_model, probe_lrs=_floats(probe_lrs, "--probe-lrs"),
                         n_bootstrap=n_bootstrap, seed=seed)
     summary = run_sandbox(cfg, output, sweep=sweep)
     click.echo(summary_text(summary))

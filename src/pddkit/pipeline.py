@@ -22,6 +22,8 @@ from pddkit.stats import Observation, TokenStats
 
 logger = logging.getLogger(__name__)
 
+PROBE_WARN_AUC = 0.6  # below this held-out auxiliary AUC the probe's scores are flagged
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -163,10 +165,18 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         timings["neighbors"] = time.perf_counter() - t0
         counts["neighbor_texts"] = len(flat)
 
-    probe_scores, probe = None, None
+    probe_search = probe_grid = probe_scores = None
     if Need.PROBE in needs:
         t0 = time.perf_counter()
-        probe, probe_scores = _probe_scores(lm, texts, config)
+        probe_search, probe_grid, counts["truncated"]["probe"] = _probe_scores(lm, texts, config)
+        probe_scores = probe_grid[:, int(np.argmax(probe_search.aux_val_auc))]
+        best_auc = float(np.max(probe_search.aux_val_auc))
+        if config.probe_data and best_auc < PROBE_WARN_AUC:
+            line = (f"probe: the best probe (layer {probe_search.best.layer_}, proxy lr "
+                    f"{probe_search.best.proxy_lr_:g}) separates the held-out auxiliary texts with "
+                    f"AUC {best_auc:.2f} only, so its scores are unlikely to carry membership")
+            logger.warning(line)
+            notices.append(line)
         timings["probe"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -184,7 +194,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if val_idx is not None:
         t0 = time.perf_counter()
         validation = _validate(calls, target, log_freq, np.asarray(labels), val_idx, test_idx,
-                               config)
+                               config, probe_search, probe_grid, notices)
         timings["validation"] = time.perf_counter() - t0
     if labels is not None and config.blind:
         t0 = time.perf_counter()
@@ -203,23 +213,29 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
         validation=validation,
         neighbors=None if neighbor_texts is None else tuple(map(tuple, neighbor_texts)),
-        probe=probe,
+        probe=None if probe_search is None else probe_search.best,
+        probe_validated=None if "probe" not in validation else next(
+            p for p, g in zip(probe_search.probes, probe_search.grid)
+            if g == validation["probe"].chosen),
     )
 
 
 def _probe_scores(lm, texts, config: RunConfig):
-    """A trained (or loaded) probe and its member probability for every text."""
+    """(ProbeSearch, [N, G] member probability of every probe): trained on --probe-data
+    (one probe per proxy learning rate and layer) or loaded (G = 1)."""
     from pddkit.data.jsonl import load_jsonl
-    from pddkit.runner.probe import LinearProbe, activations, train_probe
+    from pddkit.runner.probe import LinearProbe, ProbeSearch, probe_scores, train_probes
 
     if config.probe_load:
         probe = LinearProbe.load(config.probe_load)
+        search = ProbeSearch((probe,), np.array([probe.meta_.get("aux_val_auc", 0.0)]))
     else:
         aux = [s.text for s in load_jsonl(config.probe_data, name="--probe-data").samples]
-        probe = train_probe(lm.model, lm.tokenizer, aux, config.probe_lrs, config.seed,
-                            config.probe_lora, config.batch_size)
-    X = activations(lm.model, lm.tokenizer, texts, config.batch_size, lm.name, probe.layer_)
-    return probe, probe.predict_proba(X)
+        search = train_probes(lm.model, lm.tokenizer, aux, config.probe_lrs, config.seed,
+                              config.probe_lora, config.batch_size)
+    scores, cut = probe_scores(lm.model, lm.tokenizer, texts, search.probes, config.batch_size,
+                               lm.name)
+    return search, scores, cut
 
 
 def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig) -> list[list[str]]:
@@ -258,15 +274,29 @@ def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset |
     return dataset, val_idx, test_idx
 
 
-def _validate(calls, target, log_freq, labels, val_idx, test_idx, config) -> dict:
-    """For each method with a grid: the value chosen on validation, measured on test."""
+def _validate(calls, target, log_freq, labels, val_idx, test_idx, config, probe_search=None,
+              probe_grid=None, notices=None) -> dict:
+    """For each method with a grid: the value chosen on validation, measured on test. The
+    probe's grid is (proxy learning rate, layer); its default is the auxiliary-data choice."""
     from pddkit.evaluation.validation import validate
     from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
 
     out = {}
     padded = None
     for c in calls:
-        if c.spec.name not in GRIDS or c.label in out:
+        if c.label in out:
+            continue
+        if c.spec.name == "probe" and probe_search is not None:
+            if len(probe_search.probes) == 1:
+                notices.append(f"probe: loaded from {config.probe_load}; its layer and proxy "
+                               "learning rate are fixed, so the validation split does not choose them")
+                continue
+            best = probe_search.best
+            out[c.label] = validate("probe", probe_search.grid, probe_grid, labels, val_idx,
+                                    test_idx, config.n_bootstrap, config.seed,
+                                    default={"proxy_lr": best.proxy_lr_, "layer": best.layer_})
+            continue
+        if c.spec.name not in GRIDS:
             continue
         padded = padded or Padded.of(target)
         grid = grid_points(c.spec.name)

@@ -122,7 +122,8 @@ def _validation_rows(results: dict) -> tuple[list[str], list[list[str]]]:
             continue
         fmt = lambda p: ",".join(f"{k}={x:g}" for k, x in p.items())  # noqa: E731
         lo, hi = val["test"]["auc_ci"]
-        rows.append([name, f"{fmt(v['params'])}: {_fmt(v['metrics']['auc'])}", fmt(val["chosen"]),
+        default = val.get("default") or v["params"]
+        rows.append([name, f"{fmt(default)}: {_fmt(v['metrics']['auc'])}", fmt(val["chosen"]),
                      f"{_fmt(val['test']['auc'])} [{_fmt(lo)}, {_fmt(hi)}]",
                      f"{fmt(val['oracle']['params'])}: {_fmt(val['oracle']['auc'])} (oracle)"])
     return header, rows

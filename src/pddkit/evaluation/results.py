@@ -36,6 +36,7 @@ class RunResult:
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
     neighbors: tuple[tuple[str, ...], ...] | None = None  # generated neighbour texts per text
     probe: object | None = None  # runner.probe.LinearProbe, saved to OUTPUT/probe
+    probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
 
     @property
     def labelled(self) -> bool:
@@ -94,6 +95,8 @@ class RunResult:
         (out / "results.json").write_text(json.dumps(_finite(self.to_dict()), indent=2) + "\n")
         if self.probe is not None:  # arrays + JSON, reloadable with --probe-load
             self.probe.save(out / "probe")
+        if self.probe_validated is not None:
+            self.probe_validated.save(out / "probe-validated")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
             with (out / "neighbors.jsonl").open("w") as fh:
                 for sid, nbs in zip(self.ids, self.neighbors):

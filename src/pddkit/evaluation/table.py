@@ -46,7 +46,8 @@ def validation_table(result: RunResult) -> str:
              "oracle (best on test)"]]
     ms = result.metrics()
     for label, v in result.validation.items():
-        default = _params(next(m.params for m in result.methods if m.label == label))
+        default = _params(v.default if v.default is not None else
+                          next(m.params for m in result.methods if m.label == label))
         rows.append([label, f"{default}: {_fmt(ms[label].auc)}", _params(v.chosen),
                      f"{_fmt(v.test.auc)} [{_fmt(v.test.auc_ci.low)}, {_fmt(v.test.auc_ci.high)}]",
                      f"{_params(v.oracle)}: {_fmt(v.oracle_auc)}"])

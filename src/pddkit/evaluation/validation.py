@@ -62,9 +62,10 @@ class Validated:
     test: Metrics  # at the chosen value, on the test part
     oracle: dict  # best on the test part itself: reported, never used
     oracle_auc: float
+    default: dict | None = None  # the default value when it is not the method's parameters
 
     def to_dict(self) -> dict:
-        return {"grid_size": len(self.grid), "chosen": self.chosen,
+        return {"grid_size": len(self.grid), "default": self.default, "chosen": self.chosen,
                 "chosen_val_auc": float(self.val_auc.max()), "test": self.test.to_dict(),
                 "oracle": {"params": self.oracle, "auc": self.oracle_auc,
                            "note": "best value on the test set itself (not a real result)"},
@@ -73,7 +74,7 @@ class Validated:
 
 def validate(method: str, grid: list[dict], scores: np.ndarray, labels: np.ndarray,
              val_idx: np.ndarray, test_idx: np.ndarray, n_bootstrap: int = 1000,
-             seed: int = 0) -> Validated:
+             seed: int = 0, default: dict | None = None) -> Validated:
     """`scores` [N, G] for every text and grid point; labels [N]."""
     best, val_auc = choose(scores[val_idx], labels[val_idx])
     test_scores, test_labels = scores[test_idx], labels[test_idx]
@@ -81,4 +82,4 @@ def validate(method: str, grid: list[dict], scores: np.ndarray, labels: np.ndarr
     oracle = int(np.argmax(test_auc))
     return Validated(method, grid, val_auc, grid[best],
                      compute_metrics(test_scores[:, best], test_labels, n_bootstrap, seed),
-                     grid[oracle], float(test_auc[oracle]))
+                     grid[oracle], float(test_auc[oracle]), default)

@@ -24,12 +24,17 @@ class LoadedModel:
 
     @property
     def context_length(self) -> int | None:
-        cfg = self.model.config
-        for attr in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
-            value = getattr(cfg, attr, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        return None
+        return context_length(self.model)
+
+
+def context_length(model) -> int | None:
+    """The model's context in tokens, from its config (None when it does not say)."""
+    cfg = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+        value = getattr(cfg, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def pick_device(device: str) -> str:

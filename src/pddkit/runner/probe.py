@@ -4,9 +4,11 @@ Auxiliary texts known to be absent from pre-training are split at random into a 
 injected into a proxy model (the target fine-tuned on them: all in one batch, 2 epochs)
 and a half that is not. Activations of the last token of the prompt below, at every
 layer, from the proxy train one logistic-regression probe per layer (features
-standardised with the probe's own training rows only); the layer and the proxy's
-learning rate are chosen on held-out auxiliary rows. Texts under test are read by the
-*target* model at that layer; the score is the probe's member probability.
+standardised with the probe's own training rows only). Every (proxy learning rate,
+layer) pair is one grid point: by default the pair chosen on held-out auxiliary rows is
+used; with a labelled validation split the pipeline chooses among all of them instead.
+Texts under test are read by the *target* model; the score is the probe's member
+probability, reported as its log-odds (same ranking, no saturation at 1.0).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,26 +31,62 @@ PROMPT = "Here is a statement: {text}\nIs the above statement correct? Answer:"
 MIN_ROWS = 10
 
 
-def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
-                name: str = "model", layer: int | None = None) -> np.ndarray:
-    """[N, layers + 1, d] hidden states of the prompt's last real token (embeddings first);
-    with `layer`, [N, d] of that layer only."""
+def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model"
+                   ) -> tuple[list[list[int]], int]:
+    """Token ids of every text in PROMPT, and how many texts were cut: a prompt longer
+    than the model's context keeps its end (the question the probe reads) and loses the
+    tail of the text."""
+    from pddkit.runner.loading import context_length
+
+    limit = context_length(model)
+    ids = tokenizer([PROMPT.format(text=t) for t in texts], verbose=False)["input_ids"]
+    cut = 0
+    for i, seq in enumerate(ids):
+        if limit is None or len(seq) <= limit:
+            continue
+        text_ids = tokenizer(texts[i], add_special_tokens=False, verbose=False)["input_ids"]
+        keep = len(text_ids) - (len(seq) - limit)
+        while keep > 0:
+            seq = tokenizer(PROMPT.format(text=tokenizer.decode(text_ids[:keep])),
+                            verbose=False)["input_ids"]
+            if len(seq) <= limit:
+                break
+            keep -= len(seq) - limit
+        if keep <= 0:
+            raise PddkitError(f"the probe's prompt alone does not fit the {limit}-token context "
+                              f"of {name}")
+        ids[i], cut = seq, cut + 1
+    if cut:
+        logger.warning("probe: %d of %d texts were cut to fit the prompt into the %d-token "
+                       "context of %s", cut, len(texts), limit, name)
+    return ids, cut
+
+
+def _pad(seqs: Sequence[Sequence[int]], pad: int):
+    """Right-padded [B, T] ids and attention mask."""
     import torch
 
-    prompts = [PROMPT.format(text=t) for t in texts]
-    ids = tokenizer(prompts, verbose=False)["input_ids"]
+    T = max(len(s) for s in seqs)
+    x = torch.full((len(seqs), T), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), T), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        x[r, :len(s)] = torch.tensor(s)
+        mask[r, :len(s)] = 1
+    return x, mask
+
+
+def _last_token_states(model, tokenizer, ids: Sequence[Sequence[int]], batch_size: int,
+                       name: str) -> Iterator[np.ndarray]:
+    """Per batch, [B, layers + 1, d] hidden states (embeddings first) of the prompt's
+    last real token, in float32; one forward pass per batch."""
+    import torch
+
     device = next(model.parameters()).device
-    out = []
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     for b in progress.track(range(0, len(ids), batch_size), -(-len(ids) // batch_size),
                             "activations", "batch"):
         seqs = ids[b:b + batch_size]
-        T = max(len(s) for s in seqs)
-        x = torch.full((len(seqs), T), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), T), dtype=torch.long)
-        for r, s in enumerate(seqs):  # right padding: the last real token is at len - 1
-            x[r, :len(s)] = torch.tensor(s)
-            mask[r, :len(s)] = 1
+        x, mask = _pad(seqs, pad)  # right padding: the last real token is at len - 1
         with torch.inference_mode():
             res = model(input_ids=x.to(device), attention_mask=mask.to(device),
                         output_hidden_states=True, use_cache=False)
@@ -56,18 +95,51 @@ def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
             raise PddkitError(f"{name} returns no hidden states, so the probe cannot read it")
         last = torch.tensor([len(s) - 1 for s in seqs], device=device)
         rows = torch.arange(len(seqs), device=device)
-        if layer is not None:
-            if layer >= len(hs):
-                raise PddkitError(f"the probe reads layer {layer} but {name} has {len(hs)}")
-            out.append(hs[layer][rows, last].float().cpu().numpy())  # [B, d]
-        else:
-            out.append(torch.stack([h[rows, last].float() for h in hs], 1).cpu().numpy())  # [B, L, d]
+        yield torch.stack([h[rows, last].float() for h in hs], 1).cpu().numpy()  # [B, L+1, d]
+
+
+def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
+                name: str = "model", layer: int | None = None) -> np.ndarray:
+    """[N, layers + 1, d] last-token activations; with `layer`, [N, d] of that layer only."""
+    out = []
+    ids, _ = encode_prompts(model, tokenizer, texts, name)
+    for h in _last_token_states(model, tokenizer, ids, batch_size, name):
+        if layer is not None and layer >= h.shape[1]:
+            raise PddkitError(f"the probe reads layer {layer} but {name} has {h.shape[1]}")
+        out.append(h if layer is None else h[:, layer])
     return np.concatenate(out)
 
 
+def probe_scores(model, tokenizer, texts: Sequence[str], probes: Sequence[LinearProbe],
+                 batch_size: int = 8, name: str = "model") -> tuple[np.ndarray, int]:
+    """[N, G] member log-odds of every probe (each reads its own layer), from one forward
+    pass over the texts, and the number of texts cut to fit the context; no
+    [N, layers, d] array is kept. Log-odds rank exactly as the probability does, but do
+    not round to 1.0 (a tie) for the confident texts, as float probabilities do past ~37."""
+    out = []
+    ids, cut = encode_prompts(model, tokenizer, texts, name)
+    for h in _last_token_states(model, tokenizer, ids, batch_size, name):  # [B, L+1, d]
+        if max(p.layer_ for p in probes) >= h.shape[1]:
+            raise PddkitError(f"the probe reads layer {max(p.layer_ for p in probes)} but "
+                              f"{name} has {h.shape[1]}: was it trained for another model?")
+        out.append(np.stack([p.decision_function(h[:, p.layer_]) for p in probes], 1))  # [B, G]
+    return np.concatenate(out), cut
+
+
 def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: int = 2,
-                    lora: bool = False, lora_rank: int = 8):
-    """A copy of `model` fine-tuned on `texts` (prompted), all texts in one batch."""
+                    lora: bool = False, lora_rank: int = 8, seed: int = 0):
+    """A copy of `model` fine-tuned on `texts` (prompted), all texts in one batch; with
+    `lora`, low-rank adapters on every linear layer (peft) are trained instead. Seeded
+    (dropout, adapter init) without touching the caller's random state."""
+    import torch
+
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        return _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank)
+
+
+def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank):
     import torch
 
     proxy = copy.deepcopy(model)
@@ -78,14 +150,15 @@ def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: i
             raise PddkitError("--probe-lora needs `pip install peft`") from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
-    enc = tokenizer([PROMPT.format(text=t) for t in texts], padding=True, return_tensors="pt")
-    labels = enc["input_ids"].masked_fill(enc["attention_mask"] == 0, -100)
+    ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model")
+    x, mask = _pad(ids, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+    labels = x.masked_fill(mask == 0, -100)
     device = next(proxy.parameters()).device
     opt = torch.optim.AdamW([p for p in proxy.parameters() if p.requires_grad], lr=lr)
     proxy.train()
     for _ in range(epochs):
-        loss = proxy(input_ids=enc["input_ids"].to(device),
-                     attention_mask=enc["attention_mask"].to(device), labels=labels.to(device)).loss
+        loss = proxy(input_ids=x.to(device), attention_mask=mask.to(device),
+                     labels=labels.to(device)).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -94,47 +167,43 @@ def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: i
 
 
 class LinearProbe:
-    """One logistic-regression probe per layer; `fit(...) -> self` chooses the layer on
-    validation rows. State: layer_, coef_ [d], intercept_, mean_ [d], scale_ [d]."""
+    """Logistic regression on one layer's activations, `fit(...) -> self`.
+    State: layer_, proxy_lr_, coef_ [d], intercept_, mean_ [d], scale_ [d]."""
 
     def __init__(self, C: float = 1.0) -> None:
         self.C = C
 
-    def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray,
+    def fit(self, X: np.ndarray, y: np.ndarray, layer: int, proxy_lr: float = float("nan"),
             meta: dict | None = None) -> LinearProbe:
-        """X [N, layers, d]; standardisation uses X (the probe's training rows) only."""
+        """X [N, d] from `layer`; standardisation uses these (training) rows only."""
         from sklearn.linear_model import LogisticRegression
-        from sklearn.metrics import roc_auc_score
 
-        aucs, fits = [], []
-        for layer in range(X.shape[1]):
-            mean = X[:, layer].mean(0)
-            scale = X[:, layer].std(0) + 1e-6
-            clf = LogisticRegression(C=self.C, max_iter=2000).fit((X[:, layer] - mean) / scale, y)
-            p = clf.predict_proba((X_val[:, layer] - mean) / scale)[:, 1]
-            aucs.append(float(roc_auc_score(y_val, p)))
-            fits.append((clf.coef_[0].copy(), float(clf.intercept_[0]), mean, scale))
-        self.layer_ = int(np.argmax(aucs))
-        self.coef_, self.intercept_, self.mean_, self.scale_ = fits[self.layer_]
-        self.val_auc_ = aucs
-        self.meta_ = meta or {}
+        self.mean_ = X.mean(0)
+        self.scale_ = X.std(0) + 1e-6
+        clf = LogisticRegression(C=self.C, max_iter=2000).fit((X - self.mean_) / self.scale_, y)
+        self.coef_, self.intercept_ = clf.coef_[0].copy(), float(clf.intercept_[0])
+        self.layer_, self.proxy_lr_ = int(layer), float(proxy_lr)
+        self.meta_ = dict(meta or {})
         return self
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
-        """Member probability from [N, d] activations of layer `layer_`."""
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """Member log-odds log(P / (1 - P)) from [N, d] activations of layer `layer_`."""
         if X.shape[-1] != self.coef_.shape[0]:
             raise PddkitError(f"the probe expects {self.coef_.shape[0]}-wide activations, the "
                               f"model gives {X.shape[-1]}: was it trained for another model?")
-        z = ((X - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
-        return 1.0 / (1.0 + np.exp(-z))
+        return ((X - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """Member probability from [N, d] activations of layer `layer_`."""
+        return 1.0 / (1.0 + np.exp(-self.decision_function(X)))
 
     def save(self, directory: str | Path) -> Path:
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         np.savez(d / "probe.npz", coef=self.coef_, mean=self.mean_, scale=self.scale_)
         (d / "probe.json").write_text(json.dumps({
-            "format": "pddkit-probe/1", "layer": self.layer_, "intercept": self.intercept_,
-            "C": self.C, "val_auc_per_layer": self.val_auc_, **self.meta_}, indent=2) + "\n")
+            "format": "pddkit-probe/1", "layer": self.layer_, "proxy_lr": self.proxy_lr_,
+            "intercept": self.intercept_, "C": self.C, **self.meta_}, indent=2) + "\n")
         return d
 
     @classmethod
@@ -147,39 +216,70 @@ class LinearProbe:
             probe = cls(C=meta.get("C", 1.0))
             probe.coef_, probe.mean_, probe.scale_ = z["coef"], z["mean"], z["scale"]
         probe.layer_, probe.intercept_ = int(meta["layer"]), float(meta["intercept"])
-        probe.val_auc_ = meta.get("val_auc_per_layer", [])
-        probe.meta_ = {k: v for k, v in meta.items() if k not in
-                       ("format", "layer", "intercept", "C", "val_auc_per_layer")}
+        probe.proxy_lr_ = float(meta.get("proxy_lr", float("nan")))
+        probe.meta_ = {k: v for k, v in meta.items()
+                       if k not in ("format", "layer", "proxy_lr", "intercept", "C")}
         return probe
 
 
-def train_probe(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float] = (1e-4, 1e-3),
-                seed: int = 0, lora: bool = False, batch_size: int = 8) -> LinearProbe:
-    """Split the auxiliary texts (injected / not), train one proxy per learning rate, fit
-    per-layer probes on 80% of the rows and choose (lr, layer) on the other 20%."""
-    if len(aux_texts) < MIN_ROWS:
-        raise PddkitError(f"--probe-data has {len(aux_texts)} texts; the probe needs at least "
-                          f"{MIN_ROWS} (half are injected into the proxy)")
+@dataclass(frozen=True)
+class ProbeSearch:
+    """One fitted probe per (proxy learning rate, layer) and its AUC on held-out
+    auxiliary rows; `best` is the default choice (best auxiliary AUC, first on ties)."""
+
+    probes: tuple[LinearProbe, ...]
+    aux_val_auc: np.ndarray  # [G]
+
+    @property
+    def best(self) -> LinearProbe:
+        return self.probes[int(np.argmax(self.aux_val_auc))]
+
+    @property
+    def grid(self) -> list[dict]:
+        return [{"proxy_lr": p.proxy_lr_, "layer": p.layer_} for p in self.probes]
+
+
+def split_auxiliary(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(injected [n] 0/1, held_out [n] bool): half the texts injected at random, and a
+    stratified 20% of each half held out to choose the layer and learning rate."""
+    if n < MIN_ROWS:
+        raise PddkitError(f"--probe-data has {n} texts; the probe needs at least {MIN_ROWS} "
+                          "(half are injected into the proxy)")
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(aux_texts))
-    injected = np.zeros(len(aux_texts), dtype=int)
-    injected[order[: len(order) // 2]] = 1
-    val = np.zeros(len(aux_texts), dtype=bool)
-    for c in (0, 1):  # stratified 20% held out for choosing the layer and lr
+    injected = np.zeros(n, dtype=int)
+    injected[rng.permutation(n)[: n // 2]] = 1
+    held_out = np.zeros(n, dtype=bool)
+    for c in (0, 1):
         idx = rng.permutation(np.flatnonzero(injected == c))
-        val[idx[: max(1, len(idx) // 5)]] = True
-    best = None
+        held_out[idx[: max(1, len(idx) // 5)]] = True
+    return injected, held_out
+
+
+def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float] = (1e-4, 1e-3),
+                 seed: int = 0, lora: bool = False, batch_size: int = 8,
+                 epochs: int = 2) -> ProbeSearch:
+    """One proxy per learning rate; per layer, a probe fitted on 80% of the auxiliary rows
+    and scored (AUC) on the other 20%."""
+    from sklearn.metrics import roc_auc_score
+
+    injected, held_out = split_auxiliary(len(aux_texts), seed)
+    fit_rows = ~held_out
+    probes, aucs = [], []
     for lr in lrs:
-        proxy = fine_tune_proxy(model, tokenizer,
-                                [aux_texts[i] for i in np.flatnonzero(injected == 1)], lr,
-                                lora=lora)
+        proxy = fine_tune_proxy(model, tokenizer, [aux_texts[i] for i in np.flatnonzero(injected)],
+                                lr, epochs=epochs, lora=lora, seed=seed)
         X = activations(proxy, tokenizer, aux_texts, batch_size, name="the proxy model")
-        probe = LinearProbe().fit(X[~val], injected[~val], X[val], injected[val],
-                                  meta={"proxy_lr": lr, "aux_texts": len(aux_texts)})
-        logger.info("probe: proxy lr %g -> best layer %d, validation AUC %.3f", lr, probe.layer_,
-                    max(probe.val_auc_))
-        if best is None or max(probe.val_auc_) > max(best.val_auc_):
-            best = probe
         del proxy
-    best.meta_["lr_grid"] = list(lrs)
-    return best
+        for layer in range(X.shape[1]):  # X [N, L+1, d]
+            p = LinearProbe().fit(X[fit_rows, layer], injected[fit_rows], layer, lr,
+                                  meta={"aux_texts": len(aux_texts), "proxy_epochs": epochs,
+                                        "lora": lora})
+            aucs.append(float(roc_auc_score(injected[held_out],
+                                            p.predict_proba(X[held_out, layer]))))
+            probes.append(p)
+        logger.info("probe: proxy lr %g, held-out auxiliary AUC per layer %s", lr,
+                    " ".join(f"{a:.3f}" for a in aucs[-X.shape[1]:]))
+    search = ProbeSearch(tuple(probes), np.array(aucs))
+    for p, a in zip(probes, aucs):
+        p.meta_.update({"aux_val_auc": a, "lr_grid": [float(x) for x in lrs]})
+    return search

@@ -43,6 +43,8 @@ class SandboxConfig:
     windows: tuple[int, ...] = (32, 64, 128)
     windows_per_doc: int = 2
     methods: str = "all"
+    mask_model: str | None = None  # fill-mask model for `neighbor` (skipped without one)
+    probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # `probe`: its auxiliary data is the reference pool
     n_bootstrap: int = 1000
     seed: int = 0
 
@@ -112,7 +114,8 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
         runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir))
-    summary = {"config": {**asdict(cfg), "windows": list(cfg.windows)},
+    summary = {"config": {**asdict(cfg), "windows": list(cfg.windows),
+                          "probe_lrs": list(cfg.probe_lrs)},
                "corpus": {"name": corpus.name, "documents": len(corpus.documents),
                           "files": corpus.files, "undecodable_files": corpus.undecodable_files,
                           "too_short": split.too_short},
@@ -142,13 +145,18 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     target_dir = training.save(model, tok, run_dir / "target-model")
     lm = load_model(str(target_dir), device="cpu", dtype="float32")
     per_window = {}
+    probe_load = None  # the probe is trained once per model, then reused for every window length
     for w in cfg.windows:
         dataset = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
         rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=str(out /
                        "reference-model"), freq=str(out / "freq.npz"), batch_size=32,
-                       n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
+                       n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
+                       probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
+                       probe_load=probe_load, probe_lrs=cfg.probe_lrs)
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
         wdir = result.write(run_dir / f"window-{w}")
+        if result.probe is not None:
+            probe_load = str(wdir / "probe")
         write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {w}-word windows")
         per_window[str(w)] = {
             "dir": str(wdir), "texts": len(dataset.samples),
