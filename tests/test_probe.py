@@ -64,6 +64,13 @@ def test_auxiliary_split_is_half_injected_and_stratified():
     assert injected[held_out].sum() == 5  # 20% of each half
     again = split_auxiliary(50, seed=3)
     assert (again[0] == injected).all() and (again[1] == held_out).all()
+    labels = [1] * 12 + [0] * 8  # labelled probe data (ArxivMIA's train file): labels decide
+    injected, held_out = split_auxiliary(20, seed=0, injected=labels)
+    assert injected.tolist() == labels and held_out[:12].sum() == 2 and held_out[12:].sum() == 1
+    with pytest.raises(PddkitError, match="has 0 texts labelled 0 \\(to leave out\\)"):
+        split_auxiliary(20, injected=[1] * 20)
+    with pytest.raises(PddkitError, match="has 3 texts labelled 1"):
+        split_auxiliary(20, injected=[1] * 3 + [0] * 17)
 
 
 def test_grid_has_one_probe_per_lr_and_layer_fitted_on_proxy_rows(toy_lm, toy_world):
@@ -160,8 +167,9 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
 
 
 def test_probe_layer_and_lr_chosen_on_the_validation_split(toy_world, tmp_path, capsys):
-    aux = tmp_path / "aux.jsonl"
-    aux.write_text("".join(json.dumps({"text": t}) + "\n" for t in toy_world.pool[:40]))
+    aux = tmp_path / "aux.jsonl"  # labelled: 1 = inject into the proxy, 0 = leave out
+    aux.write_text("".join(json.dumps({"text": t, "label": int(i < 16)}) + "\n"
+                           for i, t in enumerate(toy_world.pool[:40])))
     out = tmp_path / "v"
     code = main(["run", "--model", str(toy_world.target_dir), "--data", str(toy_world.data_path),
                  "--methods", "probe", "--probe-data", str(aux), "--probe-lrs", "1e-3,3e-3",
@@ -171,8 +179,19 @@ def test_probe_layer_and_lr_chosen_on_the_validation_split(toy_world, tmp_path, 
     v = json.loads((out / "results.json").read_text())["methods"]["probe"]["validation"]
     assert v["grid_size"] == 2 * 3 and len(v["val_auc_grid"]) == 6
     default = json.loads((out / "probe" / "probe.json").read_text())
+    assert default["split"] == "labels" and default["injected"] == 16
     assert v["default"] == {"proxy_lr": default["proxy_lr"], "layer": default["layer"]}
     chosen = json.loads((out / "probe-validated" / "probe.json").read_text())
     assert v["chosen"] == {"proxy_lr": chosen["proxy_lr"], "layer": chosen["layer"]}
     assert set(v["oracle"]["params"]) == {"proxy_lr", "layer"}
     assert "proxy_lr=" in printed.out and "(oracle)" in (out / "report.md").read_text()
+
+
+def test_probe_data_of_one_label_is_one_sentence(toy_world, tmp_path, capsys):
+    aux = tmp_path / "aux.jsonl"
+    aux.write_text("".join(json.dumps({"text": t, "label": 0}) + "\n" for t in toy_world.pool[:20]))
+    code = main(["run", "--model", str(toy_world.target_dir), "--data", str(toy_world.data_path),
+                 "--methods", "probe", "--probe-data", str(aux), "--output", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "has 0 texts labelled 1 (to inject into the proxy)" in err

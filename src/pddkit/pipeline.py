@@ -230,9 +230,10 @@ def _probe_scores(lm, texts, config: RunConfig):
         probe = LinearProbe.load(config.probe_load)
         search = ProbeSearch((probe,), np.array([probe.meta_.get("aux_val_auc", 0.0)]))
     else:
-        aux = [s.text for s in load_jsonl(config.probe_data, name="--probe-data").samples]
-        search = train_probes(lm.model, lm.tokenizer, aux, config.probe_lrs, config.seed,
-                              config.probe_lora, config.batch_size)
+        aux = load_jsonl(config.probe_data, name="--probe-data")
+        search = train_probes(lm.model, lm.tokenizer, [s.text for s in aux.samples],
+                              config.probe_lrs, config.seed, config.probe_lora, config.batch_size,
+                              aux_labels=list(aux.labels) if aux.labelled else None)
     scores, cut = probe_scores(lm.model, lm.tokenizer, texts, search.probes, config.batch_size,
                                lm.name)
     return search, scores, cut

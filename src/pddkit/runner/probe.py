@@ -1,7 +1,7 @@
 """White-box probe (Liu et al. 2024, sec. 3.3-3.5, ../shared/papers/probe-arxivmia.txt).
 
-Auxiliary texts known to be absent from pre-training are split at random into a half
-injected into a proxy model (the target fine-tuned on them: all in one batch, 2 epochs)
+Auxiliary texts known to be absent from pre-training are split (by their labels, or at
+random) into a half injected into a proxy model (the target fine-tuned on them: all in one batch, 2 epochs)
 and a half that is not. Activations of the last token of the prompt below, at every
 layer, from the proxy train one logistic-regression probe per layer (features
 standardised with the probe's own training rows only). Every (proxy learning rate,
@@ -31,8 +31,8 @@ PROMPT = "Here is a statement: {text}\nIs the above statement correct? Answer:"
 MIN_ROWS = 10
 
 
-def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model"
-                   ) -> tuple[list[list[int]], int]:
+def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model",
+                   warn: bool = True) -> tuple[list[list[int]], int]:
     """Token ids of every text in PROMPT, and how many texts were cut: a prompt longer
     than the model's context keeps its end (the question the probe reads) and loses the
     tail of the text."""
@@ -56,7 +56,7 @@ def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model"
             raise PddkitError(f"the probe's prompt alone does not fit the {limit}-token context "
                               f"of {name}")
         ids[i], cut = seq, cut + 1
-    if cut:
+    if cut and warn:
         logger.warning("probe: %d of %d texts were cut to fit the prompt into the %d-token "
                        "context of %s", cut, len(texts), limit, name)
     return ids, cut
@@ -99,10 +99,10 @@ def _last_token_states(model, tokenizer, ids: Sequence[Sequence[int]], batch_siz
 
 
 def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
-                name: str = "model", layer: int | None = None) -> np.ndarray:
+                name: str = "model", layer: int | None = None, warn: bool = True) -> np.ndarray:
     """[N, layers + 1, d] last-token activations; with `layer`, [N, d] of that layer only."""
     out = []
-    ids, _ = encode_prompts(model, tokenizer, texts, name)
+    ids, _ = encode_prompts(model, tokenizer, texts, name, warn)
     for h in _last_token_states(model, tokenizer, ids, batch_size, name):
         if layer is not None and layer >= h.shape[1]:
             raise PddkitError(f"the probe reads layer {layer} but {name} has {h.shape[1]}")
@@ -150,7 +150,8 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank):
             raise PddkitError("--probe-lora needs `pip install peft`") from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
-    ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model")
+    ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model", warn=False)  # a subset:
+    # the activation pass over all auxiliary texts reports the cuts
     x, mask = _pad(ids, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     labels = x.masked_fill(mask == 0, -100)
     device = next(proxy.parameters()).device
@@ -239,15 +240,27 @@ class ProbeSearch:
         return [{"proxy_lr": p.proxy_lr_, "layer": p.layer_} for p in self.probes]
 
 
-def split_auxiliary(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(injected [n] 0/1, held_out [n] bool): half the texts injected at random, and a
-    stratified 20% of each half held out to choose the layer and learning rate."""
+def split_auxiliary(n: int, seed: int = 0, injected: Sequence[int] | None = None,
+                    name: str = "--probe-data") -> tuple[np.ndarray, np.ndarray]:
+    """(injected [n] 0/1, held_out [n] bool). `injected` comes from the file's labels when
+    it has them (1 = inject into the proxy, 0 = leave out, as in ArxivMIA's
+    arxiv_mia_train_real.jsonl), else half the texts at random; a stratified 20% of each
+    side is held out to choose the layer and learning rate."""
     if n < MIN_ROWS:
-        raise PddkitError(f"--probe-data has {n} texts; the probe needs at least {MIN_ROWS} "
+        raise PddkitError(f"{name} has {n} texts; the probe needs at least {MIN_ROWS} "
                           "(half are injected into the proxy)")
     rng = np.random.default_rng(seed)
-    injected = np.zeros(n, dtype=int)
-    injected[rng.permutation(n)[: n // 2]] = 1
+    if injected is None:
+        injected = np.zeros(n, dtype=int)
+        injected[rng.permutation(n)[: n // 2]] = 1
+    else:
+        injected = np.asarray(injected, dtype=int)
+        for c, what in ((1, "to inject into the proxy"), (0, "to leave out")):
+            if (injected == c).sum() < MIN_ROWS // 2:
+                raise PddkitError(
+                    f"{name} has {(injected == c).sum()} texts labelled {c} ({what}); the probe "
+                    f"needs at least {MIN_ROWS // 2} of each label (or no labels: a random half "
+                    "is injected)")
     held_out = np.zeros(n, dtype=bool)
     for c in (0, 1):
         idx = rng.permutation(np.flatnonzero(injected == c))
@@ -256,24 +269,26 @@ def split_auxiliary(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float] = (1e-4, 1e-3),
-                 seed: int = 0, lora: bool = False, batch_size: int = 8,
-                 epochs: int = 2) -> ProbeSearch:
+                 seed: int = 0, lora: bool = False, batch_size: int = 8, epochs: int = 2,
+                 aux_labels: Sequence[int] | None = None) -> ProbeSearch:
     """One proxy per learning rate; per layer, a probe fitted on 80% of the auxiliary rows
-    and scored (AUC) on the other 20%."""
+    and scored (AUC) on the other 20%. `aux_labels` (1 = inject) replaces the random half."""
     from sklearn.metrics import roc_auc_score
 
-    injected, held_out = split_auxiliary(len(aux_texts), seed)
+    injected, held_out = split_auxiliary(len(aux_texts), seed, aux_labels)
     fit_rows = ~held_out
     probes, aucs = [], []
     for lr in lrs:
         proxy = fine_tune_proxy(model, tokenizer, [aux_texts[i] for i in np.flatnonzero(injected)],
                                 lr, epochs=epochs, lora=lora, seed=seed)
-        X = activations(proxy, tokenizer, aux_texts, batch_size, name="the proxy model")
+        X = activations(proxy, tokenizer, aux_texts, batch_size, name="the proxy model",
+                        warn=lr == lrs[0])  # [N, L+1, d]; cuts reported once
         del proxy
         for layer in range(X.shape[1]):  # X [N, L+1, d]
             p = LinearProbe().fit(X[fit_rows, layer], injected[fit_rows], layer, lr,
                                   meta={"aux_texts": len(aux_texts), "proxy_epochs": epochs,
-                                        "lora": lora})
+                                        "lora": lora, "injected": int(injected.sum()),
+                                        "split": "labels" if aux_labels is not None else "random"})
             aucs.append(float(roc_auc_score(injected[held_out],
                                             p.predict_proba(X[held_out, layer]))))
             probes.append(p)
