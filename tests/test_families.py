@@ -1,0 +1,86 @@
+"""Model families beyond GPT-2 (GPT-NeoX, Llama, OPT), tiny and random: the statistics
+pass equals a full-softmax computation from the model's own logits, batched with padding
+on either side, and the probe reads every layer through the standard hidden states and
+fine-tunes a proxy, with no family-specific code."""
+
+import numpy as np
+import pytest
+import torch
+
+from pddkit.runner.loading import load_model
+from pddkit.runner.probe import activations, fine_tune_proxy, probe_scores, train_probes
+from pddkit.runner.token_stats import StatsRunner
+
+D, LAYERS, HEADS, FFN = 32, 2, 4, 64
+
+
+def _config(family: str, vocab: int, tok):
+    from transformers import GPTNeoXConfig, LlamaConfig, OPTConfig
+
+    ids = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+           "pad_token_id": tok.pad_token_id}
+    if family == "gpt_neox":
+        return GPTNeoXConfig(vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS,
+                             num_attention_heads=HEADS, intermediate_size=FFN,
+                             max_position_embeddings=512, **ids)
+    if family == "llama":
+        return LlamaConfig(vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS,
+                           num_attention_heads=HEADS, num_key_value_heads=2, intermediate_size=FFN,
+                           max_position_embeddings=512, **ids)
+    return OPTConfig(vocab_size=vocab, hidden_size=D, num_hidden_layers=LAYERS,
+                     num_attention_heads=HEADS, ffn_dim=FFN, word_embed_proj_dim=D,
+                     max_position_embeddings=512, **ids)
+
+
+@pytest.fixture(scope="module", params=["gpt_neox", "llama", "opt"])
+def family_lm(request, toy_world, tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(_config(request.param, len(tok), tok))
+    assert model.config.model_type == request.param
+    out = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return load_model(str(out), device="cpu", dtype="float32")
+
+
+def _full_softmax_stats(lm, seq: list[int]):
+    """Reference: the model's own logits for [start, seq], L/H/M2 in float64."""
+    start = lm.tokenizer.bos_token_id
+    x = torch.tensor([[start, *seq]])
+    with torch.inference_mode():
+        logp = torch.log_softmax(lm.model(input_ids=x).logits[0, :-1].double(), -1)  # [n, V]
+    p = logp.exp()
+    L = logp.gather(1, torch.tensor(seq)[:, None])[:, 0]
+    return L.numpy(), (-(p * logp).sum(-1)).numpy(), (p * logp**2).sum(-1).numpy()
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_statistics_equal_the_models_own_logits(family_lm, toy_world, padding_side):
+    texts = [toy_world.members[0], toy_world.nonmembers[1][:80], toy_world.pool[2][:30]]
+    runner = StatsRunner(family_lm, batch_size=3, padding_side=padding_side)
+    stats = runner.run(texts)
+    assert runner.body is not None  # the body + head split reproduced the logits
+    for s in stats:
+        L, H, M2 = _full_softmax_stats(family_lm, s.ids.tolist())
+        np.testing.assert_allclose(s.L, L, atol=1e-4)
+        np.testing.assert_allclose(s.H, H, atol=1e-4)
+        np.testing.assert_allclose(s.M2, M2, rtol=1e-4)
+
+
+def test_probe_reads_every_layer_and_trains_a_proxy(family_lm, toy_world):
+    model, tok = family_lm.model, family_lm.tokenizer
+    X = activations(model, tok, toy_world.members[:4], batch_size=2)  # [4, layers + 1, d]
+    assert X.shape == (4, LAYERS + 1, D) and np.isfinite(X).all()
+    single = activations(model, tok, toy_world.members[:1], batch_size=1)
+    np.testing.assert_allclose(X[0], single[0], atol=1e-4)  # right padding changes nothing
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    proxy = fine_tune_proxy(model, tok, toy_world.pool[:4], lr=1e-3)
+    assert any(not torch.equal(v, before[k]) for k, v in proxy.state_dict().items())
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    search = train_probes(model, tok, toy_world.pool[:12], lrs=(1e-3,), batch_size=4)
+    assert len(search.probes) == LAYERS + 1
+    scores, cut = probe_scores(model, tok, toy_world.nonmembers[:5], search.probes, batch_size=2)
+    assert scores.shape == (5, LAYERS + 1) and np.isfinite(scores).all() and cut == 0
