@@ -6,7 +6,9 @@ encode membership linearly at all. This script measures that ceiling directly: p
 a logistic regression trained on the *target's own* member / non-member activations
 (5-fold cross-validation with a document's windows kept in one fold, an oracle no real
 user has), beside the `probe` method as pddkit runs it (proxy fine-tuned on the sandbox's
-reference pool) and the `loss` method, on the same windows.
+reference pool) and the `loss` method, on the same windows. The oracle is also given the
+mean of each layer's hidden states over the text's own tokens (the prompt's text span),
+a feature the paper does not use, to see whether membership is linear anywhere in them.
 
     pddkit sandbox --corpus ../shared/corpora/gutenberg --output SB --windows 64
     python benchmarks/probe_ceiling.py SB [--run run] [--words 32] [--per-doc 6]
@@ -33,6 +35,35 @@ def sandbox_windows(sandbox: Path, words: int, per_doc: int):
             for r in ("member", "nonmember", "reference")}
     return windows(Split(docs["member"], docs["nonmember"], docs["reference"], (), 0,
                          split["seed"]), words, per_doc=per_doc, seed=split["seed"])
+
+
+def mean_text_activations(model, tokenizer, texts, batch_size: int = 32) -> np.ndarray:
+    """[N, layers + 1, d]: each layer's hidden states averaged over the text's tokens
+    inside the probe's prompt (prompt words and padding excluded)."""
+    import torch
+
+    from pddkit.runner.probe import PROMPT
+
+    head, tail = PROMPT.split("{text}")
+    pre = tokenizer(head, verbose=False)["input_ids"]
+    post = tokenizer(tail, add_special_tokens=False, verbose=False)["input_ids"]
+    out = []
+    for b in range(0, len(texts), batch_size):
+        body = tokenizer(texts[b:b + batch_size], add_special_tokens=False, verbose=False)["input_ids"]
+        seqs = [pre + t + post for t in body]
+        T = max(map(len, seqs))
+        x = torch.zeros((len(seqs), T), dtype=torch.long)
+        mask = torch.zeros_like(x)
+        span = torch.zeros((len(seqs), T))  # [B, T] 1 on the text's own tokens
+        for r, (s, t) in enumerate(zip(seqs, body)):
+            x[r, :len(s)], mask[r, :len(s)] = torch.tensor(s), 1
+            span[r, len(pre):len(pre) + len(t)] = 1
+        with torch.inference_mode():
+            hs = model(input_ids=x, attention_mask=mask, output_hidden_states=True).hidden_states
+        H = torch.stack(hs, 1).float()  # [B, layers + 1, T, d]
+        w = span / span.sum(1, keepdim=True)  # [B, T]
+        out.append(torch.einsum("bltd,bt->bld", H, w).numpy())  # [B, layers + 1, d]
+    return np.concatenate(out)
 
 
 def main() -> None:
@@ -74,16 +105,18 @@ def main() -> None:
           f"{result.probe.layer_}, proxy lr {result.probe.proxy_lr_:g}) AUC {m['probe'].auc:.3f}"
           f"  [{time.perf_counter() - t0:.0f} s]")
 
-    X = activations(lm.model, lm.tokenizer, texts, batch_size=32)  # [N, layers + 1, d]
-    for C in (0.01, 0.1, 1.0):
-        aucs = []
-        for layer in range(X.shape[1]):
-            clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=3000))
-            p = cross_val_predict(clf, X[:, layer], y, groups=groups, cv=GroupKFold(5),
-                                  method="predict_proba")[:, 1]
-            aucs.append(roc_auc_score(y, p))
-        print(f"oracle ceiling (probe trained on the target's own labels), C={C:g}, AUC per "
-              f"layer 0..{X.shape[1] - 1}: " + " ".join(f"{v:.3f}" for v in aucs))
+    features = {"last prompt token": activations(lm.model, lm.tokenizer, texts, batch_size=32),
+                "mean over the text's tokens": mean_text_activations(lm.model, lm.tokenizer, texts)}
+    for what, X in features.items():  # X [N, layers + 1, d]
+        for C in (0.01, 0.1, 1.0):
+            aucs = []
+            for layer in range(X.shape[1]):
+                clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=3000))
+                p = cross_val_predict(clf, X[:, layer], y, groups=groups, cv=GroupKFold(5),
+                                      method="predict_proba")[:, 1]
+                aucs.append(roc_auc_score(y, p))
+            print(f"oracle ceiling ({what}; probe trained on the target's own labels), C={C:g}, "
+                  f"AUC per layer 0..{X.shape[1] - 1}: " + " ".join(f"{v:.3f}" for v in aucs))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A tiny GPT-2 trained on member paragraphs: methods must separate members from
 held-out non-members (ground truth by construction)."""
 
+import numpy as np
 import pytest
 
 import pddkit
@@ -31,3 +32,26 @@ def test_all_eight_methods_ran(result):
 def test_score_api_returns_one_array_per_method(toy_world, toy_lm):
     out = pddkit.score(toy_world.members[:4], model=toy_lm, methods="loss,mink:k=0.5")
     assert set(out) == {"loss", "mink"} and all(v.shape == (4,) for v in out.values())
+
+
+def test_python_api_runs_neighbor_probe_and_validation(toy_world, toy_lm, mask_model_dir, tmp_path):
+    """The Python API takes the options of `pddkit run` that the two extra methods and
+    validated hyperparameters need, as explicit keyword arguments."""
+    import json
+
+    aux = tmp_path / "aux.jsonl"
+    aux.write_text("".join(json.dumps({"text": t}) + "\n" for t in toy_world.pool[:20]))
+    texts = toy_world.members[:20] + toy_world.nonmembers[:20]
+    labels = [1] * 20 + [0] * 20
+    res = pddkit.evaluate(texts, labels, model=toy_lm, methods="loss,mink,neighbor:n_neighbors=4,probe",
+                          mask_model=str(mask_model_dir), probe_data=str(aux), probe_lrs=(1e-3,),
+                          val_fraction=0.25, n_bootstrap=20, blind=False)
+    assert set(res.scores()) == {"loss", "mink", "neighbor", "probe"}
+    assert res.splits.count("val") == 10 and set(res.validation) == {"mink", "probe"}
+    m = res.metrics()["neighbor"]
+    assert (m.n_members, m.n_nonmembers) == (15, 15)  # metrics on the test part only
+    assert len(res.neighbors) == 40 and all(len(nb) == 4 for nb in res.neighbors)
+    assert res.probe.layer_ in range(toy_lm.model.config.n_layer + 1)
+    saved = res.probe.save(tmp_path / "probe")
+    again = pddkit.score(texts[:6], model=toy_lm, methods="probe", probe_load=str(saved))
+    np.testing.assert_allclose(again["probe"], res.scores()["probe"][:6], rtol=1e-6)
