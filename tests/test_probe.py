@@ -147,7 +147,8 @@ def test_lora_proxy_trains_adapters_only(toy_lm, toy_world):
 
 def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     aux = tmp_path / "aux.jsonl"
-    aux.write_text("".join(json.dumps({"text": t}) + "\n" for t in toy_world.pool[:60]))
+    long = " ".join(toy_world.pool[60:80])  # longer than the 512-token context: cut, counted
+    aux.write_text("".join(json.dumps({"text": t}) + "\n" for t in [*toy_world.pool[:59], long]))
     args = ["run", "--model", str(toy_world.target_dir), "--data", str(toy_world.data_path),
             "--methods", "loss,probe", "--bootstrap", "50"]
     code = main([*args, "--probe-data", str(aux), "--probe-lrs", "1e-3,3e-3",
@@ -158,6 +159,8 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     assert 0 <= meta["layer"] <= 2 and 0 <= meta["aux_val_auc"] <= 1
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
+    assert res["counts"]["truncated"]["probe_data"] == meta["aux_texts_cut"] == 1
+    assert res["counts"]["truncated"]["probe"] == 0  # the texts under test all fit
     code = main([*args, "--probe-load", str(tmp_path / "a" / "probe"), "--output",
                  str(tmp_path / "b")])
     assert code == 0, capsys.readouterr().err

@@ -169,6 +169,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if Need.PROBE in needs:
         t0 = time.perf_counter()
         probe_search, probe_grid, counts["truncated"]["probe"] = _probe_scores(lm, texts, config)
+        if config.probe_data:  # the auxiliary texts are the user's input too: count their cuts
+            counts["truncated"]["probe_data"] = probe_search.best.meta_["aux_texts_cut"]
         probe_scores = probe_grid[:, int(np.argmax(probe_search.aux_val_auc))]
         best_auc = float(np.max(probe_search.aux_val_auc))
         if config.probe_data and best_auc < PROBE_WARN_AUC:

@@ -99,10 +99,13 @@ def _last_token_states(model, tokenizer, ids: Sequence[Sequence[int]], batch_siz
 
 
 def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
-                name: str = "model", layer: int | None = None, warn: bool = True) -> np.ndarray:
-    """[N, layers + 1, d] last-token activations; with `layer`, [N, d] of that layer only."""
+                name: str = "model", layer: int | None = None,
+                ids: Sequence[Sequence[int]] | None = None) -> np.ndarray:
+    """[N, layers + 1, d] last-token activations; with `layer`, [N, d] of that layer only.
+    `ids`: the texts' prompts already encoded by `encode_prompts`."""
     out = []
-    ids, _ = encode_prompts(model, tokenizer, texts, name, warn)
+    if ids is None:
+        ids, _ = encode_prompts(model, tokenizer, texts, name)
     for h in _last_token_states(model, tokenizer, ids, batch_size, name):
         if layer is not None and layer >= h.shape[1]:
             raise PddkitError(f"the probe reads layer {layer} but {name} has {h.shape[1]}")
@@ -150,8 +153,8 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank):
             raise PddkitError("--probe-lora needs `pip install peft`") from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
-    ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model", warn=False)  # a subset:
-    # the activation pass over all auxiliary texts reports the cuts
+    ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model", warn=False)  # a subset
+    # of the auxiliary texts, whose cuts train_probes reports once
     x, mask = _pad(ids, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
     labels = x.masked_fill(mask == 0, -100)
     device = next(proxy.parameters()).device
@@ -276,18 +279,19 @@ def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float
     from sklearn.metrics import roc_auc_score
 
     injected, held_out = split_auxiliary(len(aux_texts), seed, aux_labels)
+    ids, cut = encode_prompts(model, tokenizer, aux_texts, "the proxy model")
     fit_rows = ~held_out
     probes, aucs = [], []
     for lr in lrs:
         proxy = fine_tune_proxy(model, tokenizer, [aux_texts[i] for i in np.flatnonzero(injected)],
                                 lr, epochs=epochs, lora=lora, seed=seed)
-        X = activations(proxy, tokenizer, aux_texts, batch_size, name="the proxy model",
-                        warn=lr == lrs[0])  # [N, L+1, d]; cuts reported once
+        X = activations(proxy, tokenizer, aux_texts, batch_size, "the proxy model", ids=ids)
         del proxy
         for layer in range(X.shape[1]):  # X [N, L+1, d]
             p = LinearProbe().fit(X[fit_rows, layer], injected[fit_rows], layer, lr,
-                                  meta={"aux_texts": len(aux_texts), "proxy_epochs": epochs,
-                                        "lora": lora, "injected": int(injected.sum()),
+                                  meta={"aux_texts": len(aux_texts), "aux_texts_cut": cut,
+                                        "proxy_epochs": epochs, "lora": lora,
+                                        "injected": int(injected.sum()),
                                         "split": "labels" if aux_labels is not None else "random"})
             aucs.append(float(roc_auc_score(injected[held_out],
                                             p.predict_proba(X[held_out, layer]))))
