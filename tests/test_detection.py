@@ -51,7 +51,7 @@ def test_python_api_runs_neighbor_probe_and_validation(toy_world, toy_lm, mask_m
     m = res.metrics()["neighbor"]
     assert (m.n_members, m.n_nonmembers) == (15, 15)  # metrics on the test part only
     assert len(res.neighbors) == 40 and all(len(nb) == 4 for nb in res.neighbors)
-    assert res.probe.layer_ in range(toy_lm.model.config.n_layer + 1)
+    assert res.probe.layer_ in range(1, toy_lm.model.config.n_layer + 1)
     saved = res.probe.save(tmp_path / "probe")
     again = pddkit.score(texts[:6], model=toy_lm, methods="probe", probe_load=str(saved))
     np.testing.assert_allclose(again["probe"], res.scores()["probe"][:6], rtol=1e-6)

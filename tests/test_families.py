@@ -81,6 +81,6 @@ def test_probe_reads_every_layer_and_trains_a_proxy(family_lm, toy_world):
     assert any(not torch.equal(v, before[k]) for k, v in proxy.state_dict().items())
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
     search = train_probes(model, tok, toy_world.pool[:12], lrs=(1e-3,), batch_size=4)
-    assert len(search.probes) == LAYERS + 1
+    assert [p.layer_ for p in search.probes] == list(range(1, LAYERS + 1))
     scores, cut = probe_scores(model, tok, toy_world.nonmembers[:5], search.probes, batch_size=2)
-    assert scores.shape == (5, LAYERS + 1) and np.isfinite(scores).all() and cut == 0
+    assert scores.shape == (5, LAYERS) and np.isfinite(scores).all() and cut == 0

@@ -76,23 +76,23 @@ def test_auxiliary_split_is_half_injected_and_stratified():
 def test_grid_has_one_probe_per_lr_and_layer_fitted_on_proxy_rows(toy_lm, toy_world):
     aux = toy_world.pool[:20]
     search = train_probes(toy_lm.model, toy_lm.tokenizer, aux, lrs=(1e-3, 3e-3), seed=0)
-    layers = toy_lm.model.config.n_layer + 1
+    layers = toy_lm.model.config.n_layer  # transformer layers 1..L; not the embeddings (0)
     assert [g["proxy_lr"] for g in search.grid] == [1e-3] * layers + [3e-3] * layers
-    assert [g["layer"] for g in search.grid] == list(range(layers)) * 2
+    assert [g["layer"] for g in search.grid] == list(range(1, layers + 1)) * 2
     assert search.best is search.probes[int(np.argmax(search.aux_val_auc))]
     injected, held_out = split_auxiliary(len(aux), 0)
     proxy = fine_tune_proxy(toy_lm.model, toy_lm.tokenizer,
                             [aux[i] for i in np.flatnonzero(injected)], lr=3e-3)
     X = activations(proxy, toy_lm.tokenizer, aux, batch_size=8)
-    p = search.probes[layers + 1]  # lr 3e-3, layer 1: standardised on the proxy's fit rows
+    p = search.probes[layers]  # lr 3e-3, layer 1: standardised on the proxy's fit rows
     np.testing.assert_allclose(p.mean_, X[~held_out, 1].mean(0), rtol=1e-4, atol=1e-5)
     target = activations(toy_lm.model, toy_lm.tokenizer, toy_world.members[:6], batch_size=4)
     grid, cut = probe_scores(toy_lm.model, toy_lm.tokenizer, toy_world.members[:6], search.probes, 4)
     assert cut == 0
     assert grid.shape == (6, 2 * layers)
-    np.testing.assert_allclose(grid[:, layers + 1], p.decision_function(target[:, 1]), rtol=1e-5)
+    np.testing.assert_allclose(grid[:, layers], p.decision_function(target[:, 1]), rtol=1e-5)
     prob = p.predict_proba(target[:, 1])  # the log-odds are the probability's logit
-    np.testing.assert_allclose(1 / (1 + np.exp(-grid[:, layers + 1])), prob, rtol=1e-6)
+    np.testing.assert_allclose(1 / (1 + np.exp(-grid[:, layers])), prob, rtol=1e-6)
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_question(toy_lm, toy_world):
@@ -156,7 +156,7 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     meta = json.loads((tmp_path / "a" / "probe" / "probe.json").read_text())
     assert meta["lr_grid"] == [1e-3, 3e-3] and meta["proxy_lr"] in meta["lr_grid"]
-    assert 0 <= meta["layer"] <= 2 and 0 <= meta["aux_val_auc"] <= 1
+    assert 1 <= meta["layer"] <= 2 and 0 <= meta["aux_val_auc"] <= 1
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
     assert res["counts"]["truncated"]["probe_data"] == meta["aux_texts_cut"] == 1
@@ -180,7 +180,7 @@ def test_probe_layer_and_lr_chosen_on_the_validation_split(toy_world, tmp_path, 
     printed = capsys.readouterr()
     assert code == 0, printed.err
     v = json.loads((out / "results.json").read_text())["methods"]["probe"]["validation"]
-    assert v["grid_size"] == 2 * 3 and len(v["val_auc_grid"]) == 6
+    assert v["grid_size"] == 2 * 2 and len(v["val_auc_grid"]) == 4  # 2 lrs x layers 1, 2
     default = json.loads((out / "probe" / "probe.json").read_text())
     assert default["split"] == "labels" and default["injected"] == 16
     assert v["default"] == {"proxy_lr": default["proxy_lr"], "layer": default["layer"]}

@@ -5,7 +5,7 @@ random) into a half injected into a proxy model (the target fine-tuned on them: 
 and a half that is not. Activations of the last token of the prompt below, at every
 layer, from the proxy train one logistic-regression probe per layer (features
 standardised with the probe's own training rows only). Every (proxy learning rate,
-layer) pair is one grid point: by default the pair chosen on held-out auxiliary rows is
+transformer layer) pair is one grid point: by default the pair chosen on held-out auxiliary rows is
 used; with a labelled validation split the pipeline chooses among all of them instead.
 Texts under test are read by the *target* model; the score is the probe's member
 probability, reported as its log-odds (same ranking, no saturation at 1.0).
@@ -274,8 +274,11 @@ def split_auxiliary(n: int, seed: int = 0, injected: Sequence[int] | None = None
 def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float] = (1e-4, 1e-3),
                  seed: int = 0, lora: bool = False, batch_size: int = 8, epochs: int = 2,
                  aux_labels: Sequence[int] | None = None) -> ProbeSearch:
-    """One proxy per learning rate; per layer, a probe fitted on 80% of the auxiliary rows
-    and scored (AUC) on the other 20%. `aux_labels` (1 = inject) replaces the random half."""
+    """One proxy per learning rate; per transformer layer 1..L, a probe fitted on 80% of
+    the auxiliary rows and scored (AUC) on the other 20%. `aux_labels` (1 = inject)
+    replaces the random half. The embedding output (hidden_states[0]) is not a grid point:
+    at the prompt's last token it holds the token ':' and, with learned absolute
+    positions (GPT-2, OPT), the prompt's length, never anything about the text's content."""
     from sklearn.metrics import roc_auc_score
 
     injected, held_out = split_auxiliary(len(aux_texts), seed, aux_labels)
@@ -287,7 +290,7 @@ def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float
                                 lr, epochs=epochs, lora=lora, seed=seed)
         X = activations(proxy, tokenizer, aux_texts, batch_size, "the proxy model", ids=ids)
         del proxy
-        for layer in range(X.shape[1]):  # X [N, L+1, d]
+        for layer in range(1, X.shape[1]):  # X [N, L+1, d]; 0, the embeddings, is left out
             p = LinearProbe().fit(X[fit_rows, layer], injected[fit_rows], layer, lr,
                                   meta={"aux_texts": len(aux_texts), "aux_texts_cut": cut,
                                         "proxy_epochs": epochs, "lora": lora,
@@ -296,8 +299,8 @@ def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float
             aucs.append(float(roc_auc_score(injected[held_out],
                                             p.predict_proba(X[held_out, layer]))))
             probes.append(p)
-        logger.info("probe: proxy lr %g, held-out auxiliary AUC per layer %s", lr,
-                    " ".join(f"{a:.3f}" for a in aucs[-X.shape[1]:]))
+        logger.info("probe: proxy lr %g, held-out auxiliary AUC per layer 1..%d: %s", lr,
+                    X.shape[1] - 1, " ".join(f"{a:.3f}" for a in aucs[1 - X.shape[1]:]))
     search = ProbeSearch(tuple(probes), np.array(aucs))
     for p, a in zip(probes, aucs):
         p.meta_.update({"aux_val_auc": a, "lr_grid": [float(x) for x in lrs]})
