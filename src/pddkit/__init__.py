@@ -12,15 +12,15 @@ __version__ = "0.1.0"
 __all__ = ["PddkitError", "__version__", "evaluate", "score"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pddkit.api import evaluate, score
     from pddkit.errors import PddkitError
-    from pddkit.pipeline import evaluate, score
 
 
 def __getattr__(name: str) -> Any:
     if name in ("score", "evaluate"):
-        from pddkit import pipeline
+        from pddkit import api
 
-        return getattr(pipeline, name)
+        return getattr(api, name)
     if name == "PddkitError":
         from pddkit.errors import PddkitError
 

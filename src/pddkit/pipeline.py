@@ -1,19 +1,18 @@
 """Wires the stages: dataset -> statistics passes (the union of needs) -> methods -> metrics.
 
-Python API: `score(texts, model=...)` -> {method: scores} and
-`evaluate(texts, labels, model=...)` -> RunResult with metrics.
+`run_dataset(dataset, RunConfig(...))` -> RunResult; the CLI and the sandbox call it, and
+the Python API (api.py) wraps it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pddkit.data.samples import Dataset, Sample, make_dataset
+from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
@@ -345,57 +344,3 @@ def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str],
                               n_bootstrap=config.n_bootstrap, seed=config.seed)
     params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups}
     return MethodResult("blind", "blind", params, scores, metrics)
-
-
-def _dataset(texts: Sequence[str], labels: Sequence[int] | None) -> Dataset:
-    if isinstance(texts, str):
-        raise PddkitError("texts must be a list of strings, not one string")
-    if labels is not None and len(labels) != len(texts):
-        raise PddkitError(f"{len(texts)} texts but {len(labels)} labels")
-    samples = []
-    for i, t in enumerate(texts):
-        if not isinstance(t, str) or not t.strip():
-            raise PddkitError(f"text {i} is empty, whitespace only or not a string")
-        lab = None if labels is None else int(labels[i])
-        if lab not in (None, 0, 1):
-            raise PddkitError(f"text {i} has label {labels[i]!r}; labels must be 0 or 1")
-        samples.append(Sample(id=str(i), text=t, label=lab, source=f"text {i}"))
-    return make_dataset("texts", samples, [])
-
-
-def score(texts: Sequence[str], model, methods: str = "all", *, ref_model=None,
-          freq: str | None = None, mask_model: str | None = None, probe_data: str | None = None,
-          probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
-          batch_size: int = 8, max_length: int | None = None, device: str = "auto",
-          dtype: str = "auto", seed: int = 0) -> dict[str, np.ndarray]:
-    """Scores per method (higher = more likely a member) for `texts` under `model`.
-
-    `model` and `ref_model`: a local directory, a hub id, or a `LoadedModel`.
-    `mask_model` (a fill-mask model) enables `neighbor`; `probe_data` (a JSONL of texts
-    absent from pre-training) or `probe_load` (a saved probe folder) enables `probe`.
-    """
-    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
-                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
-                    mask_model=mask_model, probe_data=probe_data, probe_load=probe_load,
-                    probe_lrs=tuple(probe_lrs), batch_size=batch_size, max_length=max_length,
-                    device=device, dtype=dtype, seed=seed)
-    return run_dataset(_dataset(texts, None), cfg, model=model, ref_model=ref_model).scores()
-
-
-def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = "all", *,
-             ref_model=None, freq: str | None = None, mask_model: str | None = None,
-             probe_data: str | None = None, probe_load: str | None = None,
-             probe_lrs: Sequence[float] = (1e-4, 1e-3), val_fraction: float | None = None,
-             batch_size: int = 8, max_length: int | None = None, device: str = "auto",
-             dtype: str = "auto", n_bootstrap: int = 1000, seed: int = 0,
-             blind: bool = True) -> RunResult:
-    """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
-    With `val_fraction`, hyperparameters are chosen on that stratified share and every
-    metric is measured on the rest (`RunResult.validation`)."""
-    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
-                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
-                    mask_model=mask_model, probe_data=probe_data, probe_load=probe_load,
-                    probe_lrs=tuple(probe_lrs), val_fraction=val_fraction,
-                    batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
-                    n_bootstrap=n_bootstrap, seed=seed, blind=blind)
-    return run_dataset(_dataset(texts, labels), cfg, model=model, ref_model=ref_model)
