@@ -157,3 +157,52 @@ def test_sandbox_runs_neighbor_and_probe(corpus_file, mask_model_dir, tmp_path, 
     assert meta["aux_texts"] == 16  # the reference pool
     warned = any(n.startswith("probe: the best probe") for n in res["notices"])
     assert warned == (meta["aux_val_auc"] < 0.6)  # a probe that separates nothing is flagged
+
+
+@pytest.fixture(scope="module")
+def llama_base(toy_world, tmp_path_factory):
+    """A tiny random Llama-shaped model with the toy tokenizer: a `--base-model` of another
+    family than the sandbox's own GPT-2."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=256, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    out = tmp_path_factory.mktemp("llama-base")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_sandbox_goes_on_from_a_base_model(corpus_file, llama_base, tmp_path, capsys):
+    """--base-model: the target is the base model pre-trained further on the members (its
+    own family and tokenizer), the reference model is the base model as it was."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    out = tmp_path / "sb"
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), "--base-model",
+                 str(llama_base), "--lr", "3e-3", "--repeats", "3", "--epochs", "20",
+                 "--members", "16", "--reference", "16", "--context", "128", "--windows", "32",
+                 "--section-words", "120", "--methods", "loss,ref,mink", "--bootstrap", "50"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert not (out / "reference-model").exists()  # nothing trained from scratch
+    target = out / "run" / "target-model"
+    assert json.loads((target / "config.json").read_text())["model_type"] == "llama"
+    before, after = load_file(llama_base / "model.safetensors"), load_file(target / "model.safetensors")
+    assert any(not np.array_equal(before[k], after[k]) for k in before)
+    res = json.loads((out / "run" / "window-32" / "results.json").read_text())
+    assert res["models"]["reference"]["name"] == str(llama_base)
+    aucs = {k: v["metrics"]["auc"] for k, v in res["methods"].items()}
+    assert aucs["loss"] > 0.7 and aucs["ref"] > 0.7, aucs
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["base_model"] == str(llama_base) and summary["config"]["lr"] == 3e-3
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(tmp_path / "x"),
+                 "--base-model", str(llama_base), "--tokenizer", str(llama_base)])
+    err = capsys.readouterr().err
+    assert code == 1 and "--tokenizer and --base-model exclude each other" in err

@@ -195,7 +195,12 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
 @click.option("--background", default=0, show_default=True, help="Extra training documents (dilution).")
 @click.option("--repeats", default=1, show_default=True, help="Copies of each member per epoch.")
 @click.option("--epochs", default=12, show_default=True)
-@click.option("--lr", default=2e-3, show_default=True)
+@click.option("--lr", type=float, default=None,
+              help="Learning rate [default: 2e-3 from scratch, 3e-5 with --base-model].")
+@click.option("--base-model", default=None,
+              help="A pretrained causal LM (directory or hub id) to go on pre-training on the "
+                   "members instead of a small model from scratch; it is also the reference model.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:N] or mps.")
 @click.option("--layers", default=2, show_default=True)
 @click.option("--width", default=128, show_default=True)
 @click.option("--context", default=512, show_default=True, help="Model context in tokens.")
@@ -213,9 +218,10 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
 @click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
-            lr, layers, width, context, vocab_size, section_words, windows, windows_per_doc,
-            methods, mask_model, probe_lrs, n_bootstrap, seed) -> None:
-    """Train a small model on chosen documents, then detect them (ground truth)."""
+            lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
+            windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed) -> None:
+    """Train a model on chosen documents (from scratch, or going on from --base-model),
+    then detect them (ground truth)."""
     from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
     from pddkit.sandbox.summary import summary_text
 
@@ -231,7 +237,8 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         layers=layers, width=width, context=context, windows=wins,
                         windows_per_doc=windows_per_doc, methods=methods,
                         mask_model=mask_model, probe_lrs=_floats(probe_lrs, "--probe-lrs"),
-                        n_bootstrap=n_bootstrap, seed=seed)
+                        n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
+                        device=device)
     summary = run_sandbox(cfg, output, sweep=sweep)
     click.echo(summary_text(summary))
     click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")

@@ -5,6 +5,10 @@ background) -> tokenizer (given, or BPE on members + reference pool only) -> ref
 model and frequency table from the reference pool -> one target model per sweep value
 (members x repeats + background documents) -> windows of 32/64/128 words scored by every
 method through the same pipeline as `pddkit run` -> results and reports per window length.
+
+With a base model (`--base-model`, any pretrained causal LM), the target is that model
+pre-trained further on the members (its own tokenizer), and the reference model is the
+base model itself, as it was before it saw them.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class SandboxConfig:
     background: int = 0  # extra training documents that dilute the members
     repeats: int = 1  # copies of each member per epoch
     epochs: int = 12
-    lr: float = 2e-3
+    lr: float | None = None  # None: 2e-3 from scratch, 3e-5 going on from a base model
     layers: int = 2
     width: int = 128
     heads: int = 4
@@ -47,6 +51,14 @@ class SandboxConfig:
     probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # `probe`: its auxiliary data is the reference pool
     n_bootstrap: int = 1000
     seed: int = 0
+    base_model: str | None = None  # pretrained causal LM (directory or hub id) to go on from
+    device: str = "auto"  # where models are trained and run
+
+    @property
+    def learning_rate(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 3e-5 if self.base_model else 2e-3
 
 
 def parse_sweep(text: str | None) -> tuple[str, list] | None:
@@ -70,12 +82,18 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
 def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
     from pddkit.runner.frequency import build_frequency_table
-    from pddkit.runner.loading import load_model, load_tokenizer
+    from pddkit.runner.loading import load_model, load_tokenizer, pick_device
     from pddkit.sandbox import training
     from pddkit.sandbox.corpus import load_corpus
     from pddkit.sandbox.split import split_documents
 
     swept = parse_sweep(sweep)
+    if cfg.base_model and cfg.tokenizer:
+        raise PddkitError("--tokenizer and --base-model exclude each other: a base model "
+                          "brings its own tokenizer")
+    if cfg.base_model and swept and swept[0] == "width":
+        raise PddkitError("--sweep width needs models trained from scratch, not --base-model")
+    device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -92,29 +110,32 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     ref_file = out / "reference-pool.jsonl"
     ref_file.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n"
                                 for d in split.reference))
-    if cfg.tokenizer:
-        tok = load_tokenizer(cfg.tokenizer)
+    if cfg.base_model or cfg.tokenizer:
+        tok = load_tokenizer(cfg.base_model or cfg.tokenizer)
     else:
         tok = training.train_bpe_tokenizer([d.text for d in split.members + split.reference],
                                            vocab_size=cfg.vocab_size)
-    build_frequency_table(tok, cfg.tokenizer or "sandbox-bpe", [ref_file]).save(out / "freq.npz")
-    logger.info("training the reference model on the reference pool")
-    ref_model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context,
-                                    seed=cfg.seed + 1)
-    training.train_causal_lm(ref_model, tok, [d.text for d in split.reference],
-                             epochs=cfg.ref_epochs, lr=cfg.lr, batch_size=cfg.train_batch,
-                             seed=cfg.seed + 1)
-    training.save(ref_model, tok, out / "reference-model")
-    ref_lm = load_model(str(out / "reference-model"), device="cpu", dtype="float32",
-                        role="reference model")
+    build_frequency_table(tok, cfg.base_model or cfg.tokenizer or "sandbox-bpe",
+                          [ref_file]).save(out / "freq.npz")
+    if cfg.base_model:  # the base model, before it saw the members, is the reference
+        ref_path = cfg.base_model
+    else:
+        logger.info("training the reference model on the reference pool")
+        ref_model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context,
+                                        seed=cfg.seed + 1).to(device)
+        training.train_causal_lm(ref_model, tok, [d.text for d in split.reference],
+                                 epochs=cfg.ref_epochs, lr=cfg.learning_rate,
+                                 batch_size=cfg.train_batch, seed=cfg.seed + 1)
+        ref_path = str(training.save(ref_model, tok, out / "reference-model"))
+    ref_lm = load_model(ref_path, device=device, dtype="float32", role="reference model")
 
     values = swept[1] if swept else [None]
     runs = []
     for value in values:
         run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
-        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir))
-    summary = {"config": {**asdict(cfg), "windows": list(cfg.windows),
+        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device))
+    summary = {"config": {**asdict(cfg), "lr": cfg.learning_rate, "windows": list(cfg.windows),
                           "probe_lrs": list(cfg.probe_lrs)},
                "corpus": {"name": corpus.name, "documents": len(corpus.documents),
                           "files": corpus.files, "undecodable_files": corpus.undecodable_files,
@@ -128,7 +149,8 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     return summary
 
 
-def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path) -> dict:
+def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path,
+                        device: str) -> dict:
     from pddkit.evaluation.report import write_report
     from pddkit.pipeline import RunConfig, run_dataset
     from pddkit.runner.loading import load_model
@@ -137,19 +159,26 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
 
     texts = [d.text for d in split.members] * cfg.repeats
     texts += [d.text for d in split.background[:cfg.background]]
-    logger.info("training the target model: %d members x %d repeats + %d background, %d epochs, "
-                "lr %g", len(split.members), cfg.repeats, cfg.background, cfg.epochs, cfg.lr)
-    model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context, seed=cfg.seed)
-    history = training.train_causal_lm(model, tok, texts, epochs=cfg.epochs, lr=cfg.lr,
-                                       batch_size=cfg.train_batch, seed=cfg.seed)
+    logger.info("training the target model%s: %d members x %d repeats + %d background, %d "
+                "epochs, lr %g", f" from {cfg.base_model}" if cfg.base_model else "",
+                len(split.members), cfg.repeats, cfg.background, cfg.epochs, cfg.learning_rate)
+    if cfg.base_model:
+        model = load_model(cfg.base_model, device=device, dtype="float32", role="base model").model
+    else:
+        model = training.build_gpt2(tok, cfg.layers, cfg.width, cfg.heads, cfg.context,
+                                    seed=cfg.seed).to(device)
+    history = training.train_causal_lm(model, tok, texts, epochs=cfg.epochs, lr=cfg.learning_rate,
+                                       batch_size=cfg.train_batch, seed=cfg.seed,
+                                       context=cfg.context)
     target_dir = training.save(model, tok, run_dir / "target-model")
-    lm = load_model(str(target_dir), device="cpu", dtype="float32")
+    del model
+    lm = load_model(str(target_dir), device=device, dtype="float32")
     per_window = {}
     probe_load = None  # the probe is trained once per model, then reused for every window length
     for w in cfg.windows:
         dataset = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
-        rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=str(out /
-                       "reference-model"), freq=str(out / "freq.npz"), batch_size=32,
+        rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_lm.name,
+                       freq=str(out / "freq.npz"), batch_size=32, device=device,
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
                        probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
                        probe_load=probe_load, probe_lrs=cfg.probe_lrs)

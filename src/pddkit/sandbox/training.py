@@ -1,4 +1,5 @@
-"""Train tiny GPT-2-shaped models and byte-level BPE tokenizers on chosen texts, on CPU."""
+"""Train tiny GPT-2-shaped models and byte-level BPE tokenizers on chosen texts, or go on
+pre-training any causal LM (a `--base-model`) on them; CPU or GPU."""
 
 from __future__ import annotations
 
@@ -60,16 +61,20 @@ def build_gpt2(tokenizer, n_layer: int = 2, n_embd: int = 64, n_head: int = 2,
 
 
 def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr: float = 3e-3,
-                    batch_size: int = 8, seed: int = 0) -> list[float]:
+                    batch_size: int = 8, seed: int = 0, context: int | None = None) -> list[float]:
     """Next-token training on `texts` as in pre-training: each epoch shuffles the texts,
     concatenates them (each after a start token) and cuts the stream into full blocks of
-    the model's context, so no step is spent on padding and every token is trained on.
-    `batch_size` counts blocks. Returns the mean loss of each epoch.
+    the model's context (at most `context` tokens), so no step is spent on padding and
+    every token is trained on. `batch_size` counts blocks. Any causal LM family, on the
+    device its weights are on. Returns the mean loss of each epoch.
     """
     import torch
 
-    ctx = model.config.n_positions
-    start = tokenizer.bos_token_id
+    from pddkit.runner.loading import context_length, start_token_id
+
+    ctx = min([c for c in (context_length(model), context) if c] or [512])
+    start = start_token_id(tokenizer)
+    device = next(model.parameters()).device
     docs = [[start, *ids] for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
     n_tokens = sum(len(d) for d in docs)
     blocks_per_epoch = max(1, -(-n_tokens // ctx))
@@ -94,7 +99,7 @@ def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr
             for r, x in enumerate(batch):
                 ids[r, :len(x)] = x
                 labels[r, :len(x)] = x
-            loss = model(input_ids=ids, labels=labels).loss
+            loss = model(input_ids=ids.to(device), labels=labels.to(device)).loss
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
