@@ -30,6 +30,24 @@ def test_proxy_fine_tuning_changes_the_weights_and_not_the_target(toy_lm, toy_wo
     assert all(torch.equal(v, before[k]) for k, v in toy_lm.model.state_dict().items())
 
 
+def test_micro_batches_make_the_same_one_batch_step(toy_lm, toy_world):
+    """The paper's 'all texts in one batch', with memory bounded: gradients accumulated over
+    micro-batches, weighted by their token counts, give the one-batch step (dropout off)."""
+    import copy
+
+    model = copy.deepcopy(toy_lm.model)
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+    texts = toy_world.pool[:7]  # prompts of different lengths
+    one = fine_tune_proxy(model, toy_lm.tokenizer, texts, lr=1e-3, micro_batch=7).state_dict()
+    acc = fine_tune_proxy(model, toy_lm.tokenizer, texts, lr=1e-3, micro_batch=3).state_dict()
+    moved = [k for k, v in one.items() if not torch.equal(v, model.state_dict()[k])]
+    assert len(moved) > 10
+    for k in moved:  # float noise ~2e-5; micro-batch means weighted equally: ~4e-3 (Adam, lr 1e-3)
+        torch.testing.assert_close(acc[k], one[k], rtol=0, atol=1e-4)
+
+
 def test_activations_every_layer_last_token(toy_lm, toy_world):
     X = activations(toy_lm.model, toy_lm.tokenizer, toy_world.members[:5], batch_size=2)
     assert X.shape == (5, toy_lm.model.config.n_layer + 1, toy_lm.model.config.n_embd)

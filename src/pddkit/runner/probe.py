@@ -130,19 +130,21 @@ def probe_scores(model, tokenizer, texts: Sequence[str], probes: Sequence[Linear
 
 
 def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: int = 2,
-                    lora: bool = False, lora_rank: int = 8, seed: int = 0):
-    """A copy of `model` fine-tuned on `texts` (prompted), all texts in one batch; with
-    `lora`, low-rank adapters on every linear layer (peft) are trained instead. Seeded
-    (dropout, adapter init) without touching the caller's random state."""
+                    lora: bool = False, lora_rank: int = 8, seed: int = 0, micro_batch: int = 8):
+    """A copy of `model` fine-tuned on `texts` (prompted), all texts in one batch (one
+    optimiser step per epoch on the mean loss over all their tokens, accumulated over
+    micro-batches of `micro_batch` texts so memory stays bounded); with `lora`, low-rank
+    adapters on every linear layer (peft) are trained instead. Seeded (dropout, adapter
+    init) without touching the caller's random state."""
     import torch
 
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
-        return _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank)
+        return _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch)
 
 
-def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank):
+def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch):
     import torch
 
     proxy = copy.deepcopy(model)
@@ -155,16 +157,19 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank):
                                                  target_modules="all-linear"))
     ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model", warn=False)  # a subset
     # of the auxiliary texts, whose cuts train_probes reports once
-    x, mask = _pad(ids, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
-    labels = x.masked_fill(mask == 0, -100)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    n_predicted = sum(len(s) - 1 for s in ids)  # tokens the loss averages over, all texts
     device = next(proxy.parameters()).device
     opt = torch.optim.AdamW([p for p in proxy.parameters() if p.requires_grad], lr=lr)
     proxy.train()
     for _ in range(epochs):
-        loss = proxy(input_ids=x.to(device), attention_mask=mask.to(device),
-                     labels=labels.to(device)).loss
         opt.zero_grad()
-        loss.backward()
+        for b in range(0, len(ids), micro_batch):
+            x, mask = _pad(ids[b:b + micro_batch], pad)  # [B, T] each
+            labels = x.masked_fill(mask == 0, -100)
+            loss = proxy(input_ids=x.to(device), attention_mask=mask.to(device),
+                         labels=labels.to(device)).loss  # mean over this micro-batch's tokens
+            (loss * (int(mask[:, 1:].sum()) / n_predicted)).backward()  # -> the all-text mean
         opt.step()
     proxy.eval()
     return proxy
@@ -287,7 +292,7 @@ def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float
     probes, aucs = [], []
     for lr in lrs:
         proxy = fine_tune_proxy(model, tokenizer, [aux_texts[i] for i in np.flatnonzero(injected)],
-                                lr, epochs=epochs, lora=lora, seed=seed)
+                                lr, epochs=epochs, lora=lora, seed=seed, micro_batch=batch_size)
         X = activations(proxy, tokenizer, aux_texts, batch_size, "the proxy model", ids=ids)
         del proxy
         for layer in range(1, X.shape[1]):  # X [N, L+1, d]; 0, the embeddings, is left out
