@@ -59,8 +59,10 @@ def mean_text_activations(model, tokenizer, texts, batch_size: int = 32) -> np.n
             x[r, :len(s)], mask[r, :len(s)] = torch.tensor(s), 1
             span[r, len(pre):len(pre) + len(t)] = 1
         with torch.inference_mode():
-            hs = model(input_ids=x, attention_mask=mask, output_hidden_states=True).hidden_states
-        H = torch.stack(hs, 1).float()  # [B, layers + 1, T, d]
+            dev = next(model.parameters()).device
+            hs = model(input_ids=x.to(dev), attention_mask=mask.to(dev),
+                       output_hidden_states=True).hidden_states
+        H = torch.stack(hs, 1).float().cpu()  # [B, layers + 1, T, d]
         w = span / span.sum(1, keepdim=True)  # [B, T]
         out.append(torch.einsum("bltd,bt->bld", H, w).numpy())  # [B, layers + 1, d]
     return np.concatenate(out)
@@ -83,6 +85,7 @@ def main() -> None:
     ap.add_argument("--words", type=int, default=32)
     ap.add_argument("--per-doc", type=int, default=6)
     ap.add_argument("--probe-lrs", default="1e-4,1e-3,1e-2")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda[:N] or mps")
     a = ap.parse_args()
 
     ds = sandbox_windows(a.sandbox, a.words, a.per_doc)
@@ -90,13 +93,14 @@ def main() -> None:
     y = np.array(ds.labels)
     groups = [s.group for s in ds.samples]
     model_dir = a.sandbox / a.run / "target-model"
-    lm = load_model(str(model_dir), device="cpu", dtype="float32")
+    lm = load_model(str(model_dir), device=a.device, dtype="float32")
     cfg = lm.model.config
     print(f"target {model_dir}: {cfg.n_layer} layers x {cfg.n_embd} wide; {len(texts)} windows "
           f"of {a.words} words ({int(y.sum())} members) from {len(set(groups))} documents")
 
     t0 = time.perf_counter()
     rc = RunConfig(model=str(model_dir), methods="loss,probe", n_bootstrap=100, blind=False,
+                   device=a.device,
                    probe_data=str(a.sandbox / "reference-pool.jsonl"),
                    probe_lrs=tuple(float(v) for v in a.probe_lrs.split(",")))
     result = run_dataset(ds, rc, model=lm)
