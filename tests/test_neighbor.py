@@ -41,6 +41,7 @@ def test_neighbor_end_to_end_and_reuse(toy_world, mask_model_dir, tmp_path, caps
     assert code == 0, capsys.readouterr().err
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     assert res["counts"]["neighbor_texts"] == 30 * 6
+    assert res["counts"]["truncated"]["neighbor_mask_model"] == 0  # all within its context
     assert res["methods"]["neighbor"]["metrics"]["auc"] > 0.7  # memorised texts beat neighbours
     saved = [json.loads(x) for x in (tmp_path / "a" / "neighbors.jsonl").read_text().splitlines()]
     assert len(saved) == 30 and all(len(r["neighbors"]) == 6 for r in saved)
@@ -50,3 +51,15 @@ def test_neighbor_end_to_end_and_reuse(toy_world, mask_model_dir, tmp_path, caps
     rows = [[json.loads(x) for x in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
             for d in ("a", "b")]
     assert [r["neighbor"] for r in rows[0]] == pytest.approx([r["neighbor"] for r in rows[1]])
+
+
+def test_text_longer_than_the_mask_models_context_is_counted(mask_model_dir, toy_world, caplog):
+    from pddkit.runner.neighbors import generate
+
+    mm = load_mask_model(str(mask_model_dir))
+    long = " ".join(toy_world.pool[:12])  # well over the masked LM's 512 tokens
+    assert len(mm.tokenizer(long)["input_ids"]) > mm.tokenizer.model_max_length
+    nbs, cut = generate(mm, [TEXT, long], ["a", "b"], n_neighbors=3, top_k=5, dropout=0.7, seed=0)
+    assert cut == 1 and "1 of 2 texts are longer than the 512-token context" in caplog.text
+    assert len(nbs[1]) == 3 and all(len(nb.split()) == len(long.split()) for nb in nbs[1])
+    assert all(nb[-200:] == long[-200:] for nb in nbs[1])  # only words within the context change

@@ -150,8 +150,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if Need.NEIGHBORS in needs:
         t0 = time.perf_counter()
         call = next(c for c in calls if Need.NEIGHBORS in c.spec.needs)
-        neighbor_texts = _neighbor_texts(texts, names, [s.id for s in dataset.samples],
-                                         call.params, config)
+        neighbor_texts, counts["truncated"]["neighbor_mask_model"] = _neighbor_texts(
+            texts, names, [s.id for s in dataset.samples], call.params, config)
         flat = [t for nbs in neighbor_texts for t in nbs]
         flat_names = [f"a neighbour of {n}" for n, nbs in zip(names, neighbor_texts) for _ in nbs]
         stats = runner.run(flat, flat_names, desc="neighbour pass")  # one batched pass
@@ -240,14 +240,16 @@ def _probe_scores(lm, texts, config: RunConfig):
     return search, scores, cut
 
 
-def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig) -> list[list[str]]:
-    """Neighbours from a saved file, or generated with the masked LM."""
+def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig
+                    ) -> tuple[list[list[str]], int]:
+    """Neighbours from a saved file, or generated with the masked LM; and how many texts
+    were longer than the masked LM's context (0 for a saved file)."""
     from pddkit.runner import neighbors
     from pddkit.runner.loading import pick_device
 
     if config.neighbors_file:
         loaded = neighbors.load(config.neighbors_file, ids)
-        return [nb[:params["n_neighbors"]] for nb in loaded]
+        return [nb[:params["n_neighbors"]] for nb in loaded], 0
     mm = neighbors.load_mask_model(config.mask_model or "roberta-base",
                                    device=pick_device(config.device),
                                    local_files_only=config.local_files_only,

@@ -117,9 +117,20 @@ def neighbors_of(mm: MaskModel, text: str, n_neighbors: int = 25, top_k: int = 1
 
 
 def generate(mm: MaskModel, texts: Sequence[str], names: Sequence[str], n_neighbors: int,
-             top_k: int, dropout: float, seed: int) -> list[list[str]]:
-    return [neighbors_of(mm, t, n_neighbors, top_k, dropout, seed, source=n)
-            for t, n in progress.track(zip(texts, names), len(texts), "neighbours", "text")]
+             top_k: int, dropout: float, seed: int) -> tuple[list[list[str]], int]:
+    """Neighbours of every text, and how many texts were longer than the masked LM's
+    context: their neighbours stay whole texts, but only words within its first
+    `model_max_length` tokens are replaced (counted and reported, not silent)."""
+    out = [neighbors_of(mm, t, n_neighbors, top_k, dropout, seed, source=n)
+           for t, n in progress.track(zip(texts, names), len(texts), "neighbours", "text")]
+    limit = mm.tokenizer.model_max_length
+    lengths = [len(ids) for ids in mm.tokenizer(list(texts), verbose=False)["input_ids"]]
+    cut = sum(n > limit for n in lengths)
+    if cut:
+        logger.warning("neighbor: %d of %d texts are longer than the %d-token context of the "
+                       "masked LM %s; only words within it are replaced", cut, len(texts), limit,
+                       mm.name)
+    return out, cut
 
 
 def load(path: str | Path, ids: Sequence[str]) -> list[list[str]]:
