@@ -1,14 +1,14 @@
 """White-box probe (Liu et al. 2024, sec. 3.3-3.5, ../shared/papers/probe-arxivmia.txt).
 
 Auxiliary texts known to be absent from pre-training are split (by their labels, or at
-random) into a half injected into a proxy model (the target fine-tuned on them: all in one batch, 2 epochs)
-and a half that is not. Activations of the last token of the prompt below, at every
-layer, from the proxy train one logistic-regression probe per layer (features
-standardised with the probe's own training rows only). Every (proxy learning rate,
-transformer layer) pair is one grid point: by default the pair chosen on held-out auxiliary rows is
-used; with a labelled validation split the pipeline chooses among all of them instead.
-Texts under test are read by the *target* model; the score is the probe's member
-probability, reported as its log-odds (same ranking, no saturation at 1.0).
+random) into a half injected into a proxy model (the target fine-tuned on them: all in
+one batch, 2 epochs) and a half that is not. Activations of the last token of the prompt
+below, at every transformer layer, from the proxy train one logistic-regression probe per
+layer (features standardised with the probe's own training rows only). Every (proxy
+learning rate, layer) pair is one grid point: by default the pair chosen on held-out
+auxiliary rows is used; with a labelled validation split the pipeline chooses among all
+of them instead. Texts under test are read by the *target* model; the score is the
+probe's member probability, reported as its log-odds (same ranking, no saturation at 1.0).
 """
 
 from __future__ import annotations
