@@ -206,3 +206,7 @@ def test_sandbox_goes_on_from_a_base_model(corpus_file, llama_base, tmp_path, ca
                  "--base-model", str(llama_base), "--tokenizer", str(llama_base)])
     err = capsys.readouterr().err
     assert code == 1 and "--tokenizer and --base-model exclude each other" in err
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(tmp_path / "y"),
+                 "--base-model", str(llama_base), "--layers", "4"])  # not silently ignored
+    err = capsys.readouterr().err
+    assert code == 1 and "with --base-model the base model's own shape is used" in err

@@ -93,6 +93,10 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                           "brings its own tokenizer")
     if cfg.base_model and swept and swept[0] == "width":
         raise PddkitError("--sweep width needs models trained from scratch, not --base-model")
+    shape = ("layers", "width", "heads", "vocab_size")
+    if cfg.base_model and any(getattr(cfg, k) != getattr(SandboxConfig, k) for k in shape):
+        raise PddkitError("--layers, --width and --vocab-size shape a model trained from "
+                          "scratch; with --base-model the base model's own shape is used")
     device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
