@@ -60,3 +60,19 @@ def test_perfect_and_inverted_separation():
 def test_one_class_is_an_error():
     with pytest.raises(PddkitError, match="both members"):
         compute_metrics([0.1, 0.2], [1, 1])
+
+
+def test_bootstrap_is_stratified_and_loses_no_resample():
+    """2 members among 52 texts: a plain bootstrap draws no member in ~13% of resamples
+    (AUC undefined); the stratified one keeps both classes, in their numbers, every time."""
+    from pddkit.evaluation.metrics import _stratified_counts
+
+    labels = np.r_[np.ones(2), np.zeros(50)].astype(int)
+    scores = np.r_[[0.9, 0.1], np.linspace(0, 1, 50)]
+    m = compute_metrics(scores, labels, n_bootstrap=1000, seed=0)
+    assert m.n_bootstrap == 1000 and np.isfinite([m.auc_ci.low, m.auc_ci.high]).all()
+    assert m.to_dict()["bootstrap"] == "stratified"
+    counts = _stratified_counts(np.random.default_rng(0), labels, 500)  # [500, 52]
+    assert (counts[:, labels == 1].sum(1) == 2).all() and (counts[:, labels == 0].sum(1) == 50).all()
+    # the members' draws vary between resamples (it is a bootstrap, not a copy)
+    assert len({tuple(r) for r in counts[:, :2]}) == 3  # (2,0), (1,1), (0,2)

@@ -53,7 +53,10 @@ def test_run_with_val_fraction_end_to_end(toy_world, tmp_path, capsys):
     assert res["metrics_on"] == "test part"
     for m in ("mink", "minkpp", "surp", "dcpdd"):
         v = res["methods"][m]["validation"]
-        assert v["chosen"] and v["oracle"]["params"] and 0 <= v["test"]["auc"] <= 1
+        assert v["chosen"] in [dict(g) for g in v.get("grid", [])] or v["chosen"]
+        # the oracle is the best on the test part by definition; the toy members separate
+        assert v["oracle"]["auc"] >= v["test"]["auc"] > 0.8, (m, v)
+        assert v["test"]["n_members"] == 42 and v["test"]["bootstrap"] == "stratified"
     assert res["methods"]["loss"]["validation"] is None
     assert len(res["methods"]["surp"]["validation"]["val_auc_grid"]) == 200
     assert res["methods"]["mink"]["metrics"]["n_members"] == 42  # 60 members, 18 for validation
@@ -81,3 +84,31 @@ def test_val_data_file_and_bad_val_options(toy_world, tmp_path, capsys):
         code = main(["run", "--model", str(toy_world.target_dir), "--data", str(test), *args,
                      "--methods", "mink", "--output", str(tmp_path / "x")])
         assert code == 1 and sentence in capsys.readouterr().err
+
+
+def test_grouped_split_keeps_a_document_on_one_side():
+    """Windows of one document never land in both validation and test; the shares stay
+    near the fraction per class; texts without a group are groups of their own."""
+    rng = np.random.default_rng(3)
+    labels, groups = [], []
+    for d in range(80):
+        label = d % 2
+        for _ in range(int(rng.integers(1, 6))):
+            labels.append(label)
+            groups.append(f"doc{d}")
+    labels += [1, 0] * 5
+    groups += [None] * 10
+    y = np.array(labels)
+    for seed in range(5):
+        v, t = stratified_split(labels, 0.25, seed=seed, groups=groups)
+        assert sorted(np.r_[v, t]) == list(range(len(y)))
+        vg = {groups[i] for i in v if groups[i] is not None}
+        tg = {groups[i] for i in t if groups[i] is not None}
+        assert not vg & tg
+        for c in (0, 1):
+            share = (y[v] == c).sum() / (y == c).sum()
+            assert 0.15 < share < 0.35, (seed, c, share)
+    ungrouped = stratified_split(labels, 0.25, seed=0)[0]
+    assert {groups[i] for i in ungrouped} & {groups[i] for i in np.setdiff1d(range(len(y)), ungrouped)}
+    with pytest.raises(PddkitError, match=r"leaves no member on one side \(1 documents with members\)"):
+        stratified_split([1, 1, 1, 0, 0, 0], 0.5, groups=["a", "a", "a", "b", "c", "d"])

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from pddkit.version import __version__
+
 __all__ = ["PddkitError", "__version__", "evaluate", "score"]
 
 if TYPE_CHECKING:  # pragma: no cover

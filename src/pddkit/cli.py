@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from pddkit import __version__, progress
+from pddkit import progress
 from pddkit.errors import PddkitError
+from pddkit.version import __version__
 
 logger = logging.getLogger("pddkit")
 

@@ -13,6 +13,11 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
         key, eq, value = part.partition("=")
         if not eq or not key.strip():
             raise PddkitError(f"in {spec!r}: {part!r} is not key=value")
+        if key.strip() in params:
+            raise PddkitError(f"in {spec!r}: {key.strip()} is given twice ({key.strip()}="
+                              f"{params[key.strip()]} and {part}); to compare values, name the "
+                              f"method once per value, e.g. {name.strip()}:{key.strip()}="
+                              f"{params[key.strip()]},{name.strip()}:{part}")
         params[key.strip()] = value.strip()
     return name.strip(), params
 

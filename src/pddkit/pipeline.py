@@ -274,7 +274,8 @@ def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset |
         both = Dataset(dataset.name, dataset.samples + val_dataset.samples,
                        dataset.skipped + val_dataset.skipped, dataset.meta)
         return both, np.arange(n, len(both.samples)), np.arange(n)
-    val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed)
+    val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed,
+                                         groups=[s.group for s in dataset.samples])
     return dataset, val_idx, test_idx
 
 

@@ -2,7 +2,9 @@
 
 One routine computes both for many weightings of the samples at once: weights of ones
 give the point estimate (equal to sklearn's roc_auc_score / roc_curve), and multinomial
-resample counts give the bootstrap, so 1000 resamples cost one vectorised pass.
+resample counts give the bootstrap, so 1000 resamples cost one vectorised pass. The
+bootstrap is stratified: members and non-members are resampled separately, so every
+resample has both classes and none is lost.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 from pddkit.errors import PddkitError
 
 FPR_TARGETS = (0.01, 0.05, 0.10)
+BOOTSTRAP_SCHEME = "stratified"  # members and non-members resampled separately (SPEC section 4)
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class Metrics:
             d[key] = self.tpr[t]
             d[key + "_ci"] = [self.tpr_ci[t].low, self.tpr_ci[t].high]
         d.update(n_members=self.n_members, n_nonmembers=self.n_nonmembers,
-                 n_bootstrap=self.n_bootstrap)
+                 n_bootstrap=self.n_bootstrap, bootstrap=BOOTSTRAP_SCHEME)
         return d
 
 
@@ -74,9 +77,24 @@ def weighted_roc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray,
     return auc, at
 
 
+def _stratified_counts(rng: np.random.Generator, labels: np.ndarray, b: int) -> np.ndarray:
+    """[b, n] resample counts: each row draws n_members members from the members and
+    n_nonmembers non-members from the non-members, with replacement, so every resample
+    holds both classes in their original numbers."""
+    n = labels.shape[0]
+    counts = np.zeros((b, n), dtype=np.int64)
+    rows = np.arange(b)[:, None]  # [b, 1]
+    for c in (1, 0):
+        members_of_c = np.flatnonzero(labels == c)  # [n_c]
+        picks = members_of_c[rng.integers(0, members_of_c.size, size=(b, members_of_c.size))]
+        np.add.at(counts, (rows, picks), 1)  # [b, n_c] draws -> counts
+    return counts
+
+
 def compute_metrics(scores, labels, n_bootstrap: int = 1000, seed: int = 0,
                     confidence: float = 0.95, block: int = 100) -> Metrics:
-    """Point estimates and percentile-bootstrap intervals (resampling texts, fixed seed)."""
+    """Point estimates and percentile-bootstrap intervals (members and non-members
+    resampled separately, fixed seed; every one of the n_bootstrap resamples counts)."""
     scores = np.asarray(scores, dtype=np.float64)
     labels = np.asarray(labels)
     n = scores.shape[0]
@@ -92,15 +110,12 @@ def compute_metrics(scores, labels, n_bootstrap: int = 1000, seed: int = 0,
     boot_auc, boot_tpr = [], []
     for start in range(0, n_bootstrap, block):
         b = min(block, n_bootstrap - start)
-        idx = rng.integers(0, n, size=(b, n))  # [b, n] resampled positions
-        counts = np.bincount((idx + n * np.arange(b)[:, None]).ravel(), minlength=b * n)
-        a, t = weighted_roc(scores, labels, counts.reshape(b, n))
+        a, t = weighted_roc(scores, labels, _stratified_counts(rng, labels, b))
         boot_auc.append(a)
         boot_tpr.append(t)
     lo_q, hi_q = 50 * (1 - confidence), 50 * (1 + confidence)
 
     def interval(x: np.ndarray) -> Interval:
-        x = x[np.isfinite(x)]
         if x.size == 0:
             return Interval(float("nan"), float("nan"))
         return Interval(float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q)))
@@ -114,5 +129,5 @@ def compute_metrics(scores, labels, n_bootstrap: int = 1000, seed: int = 0,
         tpr_ci={t: interval(T[:, j]) for j, t in enumerate(FPR_TARGETS)},
         n_members=n_pos,
         n_nonmembers=n - n_pos,
-        n_bootstrap=n_bootstrap,
+        n_bootstrap=int(A.size),
     )

@@ -64,7 +64,7 @@ class RunResult:
         return max(ms, key=lambda k: ms[k].auc if key == "auc" else ms[k].tpr[float(key)])
 
     def to_dict(self) -> dict:
-        from pddkit import __version__
+        from pddkit.version import __version__
 
         return {
             "pddkit_version": __version__,

@@ -17,24 +17,44 @@ from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import Metrics, compute_metrics
 
 
-def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """(validation indices, test indices): `fraction` of each class, seeded."""
+def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0,
+                     groups: Sequence[str | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(validation indices, test indices): about `fraction` of each class, seeded, with
+    every `group` (the document a text was cut from) wholly on one side. A text without a
+    group is a group of its own, so without groups the split is exact per class.
+
+    Groups are visited in seeded random order; a group joins validation while that does
+    not overshoot any class's target share by more than half the group's own count."""
     if not 0 < fraction < 1:
         raise PddkitError(f"--val-fraction must be between 0 and 1, not {fraction}")
     y = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    val = []
-    for c in (0, 1):
-        idx = np.flatnonzero(y == c)
-        k = round(fraction * len(idx))
-        if k == 0 or k == len(idx):
-            name = "member" if c == 1 else "non-member"
+    keys = [f"\0text {i}" if groups is None or groups[i] is None else str(groups[i])
+            for i in range(len(y))]
+    members: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        members.setdefault(k, []).append(i)
+    target = {c: fraction * int((y == c).sum()) for c in (0, 1)}
+    in_val = {0: 0, 1: 0}
+    val: list[int] = []
+    order = np.random.default_rng(seed).permutation(len(members))
+    names = list(members)
+    for g in order:
+        idx = members[names[g]]
+        have = {c: int((y[idx] == c).sum()) for c in (0, 1)}
+        if all(in_val[c] + have[c] <= target[c] + have[c] / 2 for c in (0, 1) if have[c]):
+            val.extend(idx)
+            for c in (0, 1):
+                in_val[c] += have[c]
+    val_idx = np.sort(np.array(val, dtype=int))
+    test_idx = np.setdiff1d(np.arange(len(y)), val_idx)
+    for c, name in ((1, "member"), (0, "non-member")):
+        if not (y[val_idx] == c).any() or not (y[test_idx] == c).any():
+            grouped = groups is not None and any(g is not None for g in groups)
+            n_units = len({keys[i] for i in np.flatnonzero(y == c)})
+            what = f"{n_units} documents with {name}s" if grouped else f"{n_units} {name}s"
             raise PddkitError(f"--val-fraction {fraction} leaves no {name} on one side "
-                              f"({len(idx)} {name}s): validation and test each need both classes")
-        val.extend(rng.choice(idx, size=k, replace=False).tolist())
-    val_idx = np.sort(np.array(val))
-    return val_idx, np.setdiff1d(np.arange(len(y)), val_idx)
+                              f"({what}): validation and test each need both classes")
+    return val_idx, test_idx
 
 
 def column_aucs(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pddkit import __version__, progress
+from pddkit import progress
 from pddkit.data.jsonl import text_of_line
 from pddkit.errors import PddkitError
+from pddkit.version import __version__
 
 logger = logging.getLogger(__name__)
 
