@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/pddkit sandbox --output demo-output
+	$(BIN)/pddkit sandbox --output demo-output --overwrite
 
 # the report test renders report.html in headless Chromium (Debian packages)
 browser:

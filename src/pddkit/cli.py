@@ -93,20 +93,28 @@ def _model_options(fn):
 @click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
               help="Proxy fine-tuning learning rates; the best on held-out rows is kept.")
 @click.option("--probe-lora", is_flag=True, help="Fine-tune the proxy with LoRA (needs peft).")
+@click.option("--probe-standardize", default="per-set", show_default=True,
+              type=click.Choice(["per-set", "train"]),
+              help="Standardise each set of probe activations with its own mean and std (as Liu "
+                   "et al.'s code), or all with the probe's training rows' statistics.")
 @click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline.")
 @click.option("--no-report", is_flag=True, help="Skip report.html / report.md.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace the pddkit results already in --output (else such a folder is refused).")
 @_model_options
 def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
         max_length, padding_side, on_invalid, n_bootstrap, seed, val_fraction, val_data,
-        mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, no_blind,
-        no_report, device, dtype, trust_remote_code, local_files_only) -> None:
+        mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
+        no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
+    from pddkit import output_dir
     from pddkit.data import load_benchmark, load_jsonl
     from pddkit.evaluation.table import metrics_table, validation_table
     from pddkit.pipeline import RunConfig, run_dataset
 
     if (data is None) == (benchmark is None):
         raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
+    output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
     dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
                load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
     if dataset.skipped:
@@ -119,7 +127,8 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
                        blind=not no_blind, val_fraction=val_fraction, val_data=val_data,
                        mask_model=mask_model, neighbors_file=neighbors_file,
                        probe_data=probe_data, probe_load=probe_load,
-                       probe_lrs=_floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora)
+                       probe_lrs=_floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
+                       probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid)
     if val_fraction is not None and val_data is not None:
         raise PddkitError("give at most one of --val-fraction and --val-data")
     val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
@@ -218,9 +227,11 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
               help="Proxy learning rates for `probe` (its auxiliary data is the reference pool).")
 @click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@click.option("--overwrite", is_flag=True,
+              help="Replace the sandbox results already in --output (else such a folder is refused).")
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
-            windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed) -> None:
+            windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed, overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
     then detect them (ground truth)."""
     from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
@@ -240,6 +251,9 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         mask_model=mask_model, probe_lrs=_floats(probe_lrs, "--probe-lrs"),
                         n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
                         device=device)
+    from pddkit import output_dir
+
+    output_dir.prepare(output, overwrite)  # before any training: fail early, lose nothing
     summary = run_sandbox(cfg, output, sweep=sweep)
     click.echo(summary_text(summary))
     click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")

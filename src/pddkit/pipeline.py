@@ -50,6 +50,8 @@ class RunConfig:
     probe_load: str | None = None  # a probe saved by an earlier run (OUTPUT/probe)
     probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # proxy learning rates, chosen on held-out rows
     probe_lora: bool = False
+    probe_standardize: str = "per_set"  # each set of activations with its own mean/std, or "train"
+    on_invalid: str = "error"  # auxiliary texts that are also under test: refused, or left out
 
 
 def _load(name_or_model, config: RunConfig, role: str):
@@ -101,6 +103,12 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     needs = set().union(*(c.spec.needs for c in calls))
     if dataset.labelled:
         dataset.require_both_classes()
+    aux = _auxiliary_data(dataset, config) if Need.PROBE in needs and config.probe_data else None
+    if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
+        from pddkit.data.overlap import without_overlap
+
+        val_dataset = without_overlap(val_dataset, dataset, f"--val-data {val_dataset.name}",
+                                      config.on_invalid)
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
 
     t0 = time.perf_counter()
@@ -123,14 +131,20 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     target = runner.run(texts, names, desc="target pass")
     _check_finite(target, names, lm.name)
     timings["target_pass"] = time.perf_counter() - t0
+    # SPEC section 3: for a truncated text, `zlib` and `lowercase` use the scored span
+    spans = [lm.tokenizer.decode(st.ids.tolist()) if st.truncated else text
+             for text, st in zip(texts, target)]
     counts = dict(dataset.counts())
+    leaks = {"val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
+             "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
+    counts["label_leaks_left_out"] = leaks
     counts["truncated"] = {"target": sum(s.truncated for s in target)}
     counts["tokens"] = {"target": int(sum(len(s) for s in target))}
 
     lower = reference = None
     if Need.LOWERCASE in needs:
         t0 = time.perf_counter()
-        lower = runner.run([t.lower() for t in texts], names, desc="lowercase pass")
+        lower = runner.run([t.lower() for t in spans], names, desc="lowercase pass")
         _check_finite(lower, names, f"{lm.name} (lowercased text)")
         timings["lowercase_pass"] = time.perf_counter() - t0
         counts["truncated"]["lowercase"] = sum(s.truncated for s in lower)
@@ -149,25 +163,29 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     neighbor_stats, neighbor_texts = None, None
     if Need.NEIGHBORS in needs:
         t0 = time.perf_counter()
-        call = next(c for c in calls if Need.NEIGHBORS in c.spec.needs)
         neighbor_texts, counts["truncated"]["neighbor_mask_model"] = _neighbor_texts(
-            texts, names, [s.id for s in dataset.samples], call.params, config)
-        flat = [t for nbs in neighbor_texts for t in nbs]
-        flat_names = [f"a neighbour of {n}" for n, nbs in zip(names, neighbor_texts) for _ in nbs]
-        stats = runner.run(flat, flat_names, desc="neighbour pass")  # one batched pass
-        _check_finite(stats, flat_names, lm.name)
+            texts, names, [s.id for s in dataset.samples], calls, config)
+        unique: dict[str, str] = {}  # neighbour text -> its name; each scored once, all sets
+        for params, per_text in neighbor_texts.texts.items():
+            for n, nbs in zip(names, per_text):
+                for t in nbs:
+                    unique.setdefault(t, f"a neighbour of {n} ({params.label()})")
+        flat = list(unique)
+        stats = runner.run(flat, list(unique.values()), desc="neighbour pass")  # one batched pass
+        _check_finite(stats, list(unique.values()), lm.name)
         counts["truncated"]["neighbors"] = sum(s.truncated for s in stats)
-        neighbor_stats, start = [], 0
-        for nbs in neighbor_texts:
-            neighbor_stats.append(tuple(stats[start:start + len(nbs)]))
-            start += len(nbs)
+        by_text = dict(zip(flat, stats))
+        neighbor_stats = [{params: tuple(by_text[t] for t in per_text[i])
+                           for params, per_text in neighbor_texts.texts.items()}
+                          for i in range(len(texts))]
         timings["neighbors"] = time.perf_counter() - t0
         counts["neighbor_texts"] = len(flat)
 
     probe_search = probe_grid = probe_scores = None
     if Need.PROBE in needs:
         t0 = time.perf_counter()
-        probe_search, probe_grid, counts["truncated"]["probe"] = _probe_scores(lm, texts, config)
+        probe_search, probe_grid, counts["truncated"]["probe"] = _probe_scores(
+            lm, texts, config, aux, [np.arange(len(texts))] if val_idx is None else [val_idx, test_idx])
         if config.probe_data:  # the auxiliary texts are the user's input too: count their cuts
             counts["truncated"]["probe_data"] = probe_search.best.meta_["aux_texts_cut"]
         probe_scores = probe_grid[:, int(np.argmax(probe_search.aux_val_auc))]
@@ -181,7 +199,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         timings["probe"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    obs = [Observation(text=texts[i], target=target[i],
+    obs = [Observation(text=spans[i], target=target[i],
                        lower=None if lower is None else lower[i],
                        reference=None if reference is None else reference[i],
                        log_freq=log_freq,
@@ -209,11 +227,12 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         config={**asdict(config), "dataset": dataset.name,
                 "methods_resolved": [c.label for c in calls]},
         counts=counts, timings=timings, models=models,
-        skipped=tuple((s.source, s.reason) for s in dataset.skipped), notices=tuple(notices),
+        skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
+        notices=tuple(notices),
         splits=None if val_idx is None else tuple(
             np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
         validation=validation,
-        neighbors=None if neighbor_texts is None else tuple(map(tuple, neighbor_texts)),
+        neighbors=neighbor_texts,
         probe=None if probe_search is None else probe_search.best,
         probe_validated=None if "probe" not in validation else next(
             p for p, g in zip(probe_search.probes, probe_search.grid)
@@ -221,41 +240,60 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     )
 
 
-def _probe_scores(lm, texts, config: RunConfig):
-    """(ProbeSearch, [N, G] member probability of every probe): trained on --probe-data
-    (one probe per proxy learning rate and layer) or loaded (G = 1)."""
+def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
+    """The probe's auxiliary texts, read before any model loads; texts that are also under
+    test are refused (or left out with on_invalid="skip"): their labels would leak."""
     from pddkit.data.jsonl import load_jsonl
+    from pddkit.data.overlap import without_overlap
+
+    aux = load_jsonl(config.probe_data, name="--probe-data", on_invalid=config.on_invalid)
+    return without_overlap(aux, dataset, f"--probe-data {config.probe_data}", config.on_invalid)
+
+
+def _probe_scores(lm, texts, config: RunConfig, aux: Dataset | None, sets: list[np.ndarray]):
+    """(ProbeSearch, [N, G] member log-odds of every probe, texts cut): trained on the
+    auxiliary texts (one probe per proxy learning rate and layer) or loaded (G = 1). With
+    config.probe_standardize "per_set", each of `sets` (validation texts, test texts; or all
+    texts) is standardised with its own statistics; "train" uses the probe's training rows'
+    (a loaded probe's saved mean and scale)."""
     from pddkit.runner.probe import LinearProbe, ProbeSearch, probe_scores, train_probes
 
     if config.probe_load:
         probe = LinearProbe.load(config.probe_load)
         search = ProbeSearch((probe,), np.array([probe.meta_.get("aux_val_auc", 0.0)]))
     else:
-        aux = load_jsonl(config.probe_data, name="--probe-data")
         search = train_probes(lm.model, lm.tokenizer, [s.text for s in aux.samples],
                               config.probe_lrs, config.seed, config.probe_lora, config.batch_size,
-                              aux_labels=list(aux.labels) if aux.labelled else None)
+                              aux_labels=list(aux.labels) if aux.labelled else None,
+                              standardize=config.probe_standardize)
     scores, cut = probe_scores(lm.model, lm.tokenizer, texts, search.probes, config.batch_size,
-                               lm.name)
+                               lm.name, config.probe_standardize, sets)
     return search, scores, cut
 
 
-def _neighbor_texts(texts, names, ids, params: dict, config: RunConfig
-                    ) -> tuple[list[list[str]], int]:
-    """Neighbours from a saved file, or generated with the masked LM; and how many texts
-    were longer than the masked LM's context (0 for a saved file)."""
+def _neighbor_texts(texts, names, ids, calls, config: RunConfig):
+    """(NeighborSets, texts longer than the masked LM's context (0 for a saved file)):
+    each distinct (top_k, dropout, seed) among the `neighbor` calls gets its own
+    neighbours, generated (or read from --neighbors) once for its largest n_neighbors."""
     from pddkit.runner import neighbors
     from pddkit.runner.loading import pick_device
 
+    wanted: dict = {}
+    for c in calls:
+        if Need.NEIGHBORS not in c.spec.needs:
+            continue
+        p = c.params
+        if p["n_neighbors"] < 1 or p["top_k"] < 1 or not 0 <= p["dropout"] < 1:
+            raise PddkitError(f"{c.label} needs n_neighbors >= 1, top_k >= 1 and 0 <= dropout < 1")
+        key = neighbors.NeighborParams.of(p)
+        wanted[key] = max(wanted.get(key, 0), int(p["n_neighbors"]))
     if config.neighbors_file:
-        loaded = neighbors.load(config.neighbors_file, ids)
-        return [nb[:params["n_neighbors"]] for nb in loaded], 0
+        return neighbors.load(config.neighbors_file, ids, wanted), 0
     mm = neighbors.load_mask_model(config.mask_model or "roberta-base",
                                    device=pick_device(config.device),
                                    local_files_only=config.local_files_only,
                                    trust_remote_code=config.trust_remote_code)
-    return neighbors.generate(mm, texts, names, params["n_neighbors"], params["top_k"],
-                              params["dropout"], params["seed"])
+    return neighbors.generate_sets(mm, texts, names, wanted)
 
 
 def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):

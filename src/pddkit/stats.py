@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,10 +42,12 @@ class TokenStats:
 class Observation:
     """Everything a method may read about one text; fields a run did not compute are None."""
 
-    text: str
+    text: str  # the scored span: the whole text, or the decoded tokens kept when truncated
     target: TokenStats
     lower: TokenStats | None = None  # target model on text.lower()
     reference: TokenStats | None = None  # reference model, its own tokenizer
     log_freq: np.ndarray | None = None  # [|V|] log f(v) of the frequency table (DC-PDD)
-    neighbors: tuple[TokenStats, ...] | None = None  # target model on neighbour texts
+    # target model on neighbour texts, best first: per (top_k, dropout, seed) of `neighbor`
+    # (runner.neighbors.NeighborParams), or one tuple for any parameters (hand-made)
+    neighbors: Mapping[tuple, tuple[TokenStats, ...]] | tuple[TokenStats, ...] | None = None
     probe: float | None = None  # member probability of the linear probe (runner/probe.py)
