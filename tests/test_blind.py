@@ -1,12 +1,21 @@
-"""The blind baseline: chance on a random split, high on two authors, folds by document."""
+"""The blind baseline: chance on a random split, high on two authors, folds by document,
+date features, no leak from the scored fold, and `pddkit blind`."""
 
+import json
 import random
 
 import numpy as np
+import pytest
 from conftest import shared_path
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.pipeline import make_pipeline
 
+from pddkit.cli import main
 from pddkit.evaluation.blind import BlindBaseline, verdict
+from pddkit.evaluation.blind_features import date_features, years_in
 from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
 
 
@@ -22,12 +31,20 @@ def author_paragraphs(author, n):
     return out[:n]
 
 
+def wikimia(length):
+    rows = [json.loads(line) for line in
+            shared_path("data", "wikimia", f"WikiMIA_length{length}.jsonl").open()]
+    return [r["input"] for r in rows], np.array([r["label"] for r in rows])
+
+
 def test_chance_on_a_random_split():
     texts = author_paragraphs("Doyle, Arthur Conan", 300)
     labels = np.array([random.Random(i).randint(0, 1) for i in range(len(texts))])
     auc = roc_auc_score(labels, BlindBaseline().cross_val_scores(texts, labels))
     assert abs(auc - 0.5) < 0.1, auc
-    assert not verdict(auc).warn
+    v = verdict(auc)
+    assert not v.warn
+    assert "found no shift" in v.sentence() and "do not differ" not in v.sentence()
 
 
 def test_separates_two_authors():
@@ -62,6 +79,125 @@ def test_fit_then_predict():
     texts = ["the cat sat", "a dog ran", "the cat ran", "a dog sat"] * 5
     labels = [1, 0, 1, 0] * 5
     model = BlindBaseline().fit(texts, labels)
-    assert hasattr(model, "model_")
+    assert set(model.chosen_) == {"tfidf", "bow", "dates", "style"}
+    assert model.chosen_["tfidf"] in model.tfidf_C and model.chosen_["dates"] in model.dates_C
     p = model.predict_proba(["the cat", "a dog"])
-    assert p[0] > p[1]
+    assert p[0] > 0.5 > p[1]
+
+
+def test_date_features_by_hand():
+    assert years_in("In 2023 the 1990s ended; 1,500 people paid $1999 for 3.2014 units in 1066.") \
+        == [2023, 1990, 1066]
+    new = date_features("The ceremony was held on February 18, 2023, in Seoul.")
+    old = date_features("In 1998 the band released its second album.")
+    none = date_features("The band released its second album.")
+    assert new["max_year=2023"] == old["max_year=1998"] == 1.0
+    assert new["full_date"] == new["month_with_year"] == 1.0 and "full_date" not in old
+    assert "max_year>=2020" in new and "max_year>=2020" not in old and "max_year>=1998" in old
+    assert new["decade=2020s"] == old["decade=1990s"] == 1.0
+    assert none == {"no_year": 1.0}
+    span = date_features("From 1914 to 1918 and in 6 March 1920.")
+    assert "min_year>=1914" in span and "min_year>=1916" not in span and "max_year>=1920" in span
+
+
+def test_years_alone_separate_what_word_tfidf_cannot():
+    """Same filler text on both sides; members mention a year up to 2016, non-members one
+    after it, each year rarely repeated: the date features learn the cut-off, word TF-IDF
+    (years as tokens) cannot generalise to years it has not seen."""
+    rng = random.Random(3)
+    filler = author_paragraphs("Doyle, Arthur Conan", 240)
+    texts, labels = [], []
+    for i, para in enumerate(filler):
+        label = i % 2
+        year = rng.randint(1800, 2016) if label else rng.randint(2017, 2099)
+        words = para.split()[:24]
+        words.insert(rng.randint(0, len(words)), f"in {year}")
+        texts.append(" ".join(words))
+        labels.append(label)
+    labels = np.array(labels)
+    auc = roc_auc_score(labels, BlindBaseline().cross_val_scores(texts, labels))
+    words_only = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True),
+                               LogisticRegression(C=10.0, max_iter=2000))
+    wauc = roc_auc_score(labels, cross_val_predict(words_only, texts, labels, cv=StratifiedKFold(
+        5, shuffle=True, random_state=0), method="predict_proba")[:, 1])
+    assert auc > 0.95, auc
+    assert wauc < 0.8, wauc
+
+
+def test_the_scored_fold_never_informs_its_own_scores():
+    """Outer folds fixed: flipping the labels of fold 0 leaves fold 0's scores unchanged
+    (hyperparameters, meta model and vocabularies come from the other folds), and they
+    equal fit(training part).predict_proba(fold 0); the other folds' scores do change."""
+    texts, y = wikimia(32)
+    texts, y = texts[:240], y[:240]
+    splits = list(StratifiedKFold(4, shuffle=True, random_state=0).split(texts, y))
+    test0 = splits[0][1]
+    flipped = y.copy()
+    flipped[test0] = 1 - flipped[test0]
+    a = BlindBaseline().cross_val_scores(texts, y, splits=splits)
+    b = BlindBaseline().cross_val_scores(texts, flipped, splits=splits)
+    np.testing.assert_allclose(a[test0], b[test0], rtol=1e-9, atol=1e-12)
+    rest = np.setdiff1d(np.arange(len(y)), test0)
+    assert np.abs(a[rest] - b[rest]).max() > 1e-3
+    train0 = splits[0][0]
+    direct = BlindBaseline().fit([texts[i] for i in train0], y[train0]).predict_proba(
+        [texts[i] for i in test0])
+    np.testing.assert_allclose(direct, a[test0], rtol=1e-3, atol=1e-6)  # solver tolerance
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("length", [32, 64, 128])
+def test_wikimia_targets(length):
+    texts, y = wikimia(length)
+    auc = roc_auc_score(y, BlindBaseline().cross_val_scores(texts, y))
+    assert auc >= 0.99, auc
+
+
+def run_cli(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_cli_blind_end_to_end(tmp_path, capsys):
+    texts, y = wikimia(32)
+    idx = list(np.flatnonzero(y == 1)[:40]) + list(np.flatnonzero(y == 0)[:40])
+    data = write_jsonl(tmp_path / "d.jsonl", [{"id": f"t{i}", "text": texts[i], "label": int(y[i])}
+                                               for i in idx])
+    code, out, err = run_cli(capsys, "blind", "--data", data, "--bootstrap", 200,
+                             "--output", tmp_path / "out")
+    assert code == 0, err
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    auc = res["methods"]["blind"]["metrics"]["auc"]
+    assert auc > 0.9, auc  # WikiMIA's dates: a shift the baseline must find
+    assert f"AUC {auc:.3f}" in out and "prove little" in out
+    assert res["blind_baseline"]["warn"] is True
+    lo, hi = res["methods"]["blind"]["metrics"]["auc_ci"]
+    assert lo <= auc <= hi < 1.0 + 1e-9 and lo < hi
+    rows = [json.loads(line) for line in (tmp_path / "out" / "scores.jsonl").open()]
+    assert [r["id"] for r in rows] == [f"t{i}" for i in idx]
+    assert all(0.0 <= r["blind"] <= 1.0 for r in rows)
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"text": f"text number {i}"} for i in range(30)], "has no labels"),
+    ([{"text": f"text number {i}", "label": 1} for i in range(30)], "has only members"),
+    ([{"text": f"text number {i}", "label": int(i < 5)} for i in range(30)],
+     "has 5 members and 25 non-members: the blind baseline needs at least 10 of each"),
+])
+def test_cli_blind_bad_input_is_one_sentence(tmp_path, capsys, rows, message):
+    data = write_jsonl(tmp_path / "bad.jsonl", rows)
+    code, _out, err = run_cli(capsys, "blind", "--data", data)
+    assert code == 1
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("pddkit: error: ")
+
+
+def test_cli_blind_needs_one_source(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "blind")
+    assert code == 1 and "exactly one of --data FILE and --benchmark NAME" in err

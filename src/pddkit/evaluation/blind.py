@@ -1,26 +1,38 @@
 """Blind baseline (Das et al. 2024, "Blind baselines beat membership inference attacks for
 foundation models"): a classifier that never looks at the model.
 
-Word 1-2-gram and character 3-5-gram TF-IDF features, logistic regression; scores are
-out-of-fold member probabilities from stratified k-fold cross-validation, with a
-document's texts kept in one fold when groups are given. An AUC of at least 0.60 means
-the benchmark separates members from non-members without any model, so detection AUCs
-on it prove little.
+Three base models, stacked:
+- `tfidf`: word 1-2-gram + character 3-5-gram TF-IDF, logistic regression (C from a grid);
+- `bow`: Das et al.'s bag of words, word counts with multinomial naive Bayes (alpha from a grid);
+- `dates`: Das et al.'s date detection, the years and dates a text mentions
+  (evaluation/blind_features.py), logistic regression (C from a grid).
+A meta logistic regression combines the base models' log-odds. Scores are out-of-fold
+member probabilities: outer stratified k-fold (grouped by document when groups are given);
+inside each outer training part, inner folds (grouped too) give every base model's
+out-of-fold scores for each hyperparameter value; the value with the best inner AUC is
+kept, the meta model is fitted on those inner scores, the base models are refitted on the
+whole training part, and only then is the outer fold scored. Nothing is ever chosen or
+fitted on the scored fold. An AUC of at least 0.60 means the data separates members from
+non-members without any model, so detection AUCs on it prove little; a lower AUC means
+only that this baseline found no shift.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
 from pddkit.errors import PddkitError
+from pddkit.evaluation.blind_features import FoldTfidf, count_matrix, date_matrix, style_features
 
 logger = logging.getLogger(__name__)
 
 WARN_AUC = 0.60
+MIN_PER_CLASS = 10  # `pddkit blind` refuses fewer texts per class
 
 
 @dataclass(frozen=True)
@@ -30,73 +42,255 @@ class BlindVerdict:
 
     def sentence(self) -> str:
         if self.warn:
-            return (f"Warning: the blind baseline (no model, n-gram features only) reaches AUC "
-                    f"{self.auc:.3f} >= {WARN_AUC:.2f}: this data separates members from "
-                    "non-members without any model, so the other AUCs here prove little.")
+            return (f"Warning: the blind baseline (no model, text features only) reaches AUC "
+                    f"{self.auc:.3f} >= {WARN_AUC:.2f}: members and non-members differ in what "
+                    "the texts say or how they are written (a distribution shift), so this data "
+                    "separates them without any model and the other AUCs here prove little.")
         return (f"The blind baseline (no model) reaches AUC {self.auc:.3f} < {WARN_AUC:.2f}: "
-                "members and non-members do not differ in surface features it can see.")
+                "this baseline found no shift between members and non-members; a stronger "
+                "classifier might.")
 
 
 def verdict(auc: float) -> BlindVerdict:
     return BlindVerdict(auc=float(auc), warn=bool(auc >= WARN_AUC))
 
 
-class BlindBaseline:
-    """`fit(texts, labels) -> self`; `predict_proba(texts)`; `cross_val_scores(...)`."""
+def require_blind_data(labels: Sequence[int | None], name: str,
+                       min_per_class: int = MIN_PER_CLASS) -> None:
+    """One sentence when the labels cannot support a cross-validated baseline."""
+    if not len(labels) or any(v is None for v in labels):
+        raise PddkitError(f"{name} has no labels: the blind baseline needs members (label 1) "
+                          "and non-members (label 0)")
+    y = np.asarray(labels)
+    m, nm = int((y == 1).sum()), int((y == 0).sum())
+    if m == 0 or nm == 0:
+        have = "members (label 1)" if m else "non-members (label 0)"
+        raise PddkitError(f"{name} has only {have}: the blind baseline needs members and "
+                          "non-members")
+    if min(m, nm) < min_per_class:
+        raise PddkitError(f"{name} has {m} members and {nm} non-members: the blind baseline "
+                          f"needs at least {min_per_class} of each")
 
-    def __init__(self, n_splits: int = 5, C: float = 1.0, max_features: int = 50000,
-                 seed: int = 0) -> None:
+
+class _Features:
+    """The label-free matrices of all texts, computed once; models slice rows per fold."""
+
+    def __init__(self, texts: list[str], max_features: int) -> None:
+        self.word12 = count_matrix(texts, "word", (1, 2), lowercase=True)
+        self.char35 = count_matrix(texts, "char_wb", (3, 5), lowercase=False)
+        self.word12_bow = self.word12
+        self.style = np.array([style_features(t) for t in texts])
+        self.dates, self.date_names = date_matrix(texts)
+        self.max_features = max_features
+
+
+class _TfidfLR:
+    name, param = "tfidf", "C"
+
+    def __init__(self, feats: _Features) -> None:
+        self.f = feats
+
+    def prepare(self, train: np.ndarray):
+        a = FoldTfidf(self.f.max_features).fit(self.f.word12[train])
+        b = FoldTfidf(self.f.max_features).fit(self.f.char35[train])
+        return lambda rows: sparse.hstack([a.transform(self.f.word12[rows]),
+                                           b.transform(self.f.char35[rows])]).tocsr()
+
+    def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
+        from sklearn.linear_model import LogisticRegression
+
+        return LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=5000,
+                                  random_state=0).fit(X, y).decision_function(Xt)
+
+
+class _BowNB:
+    name, param = "bow", "alpha"
+
+    def __init__(self, feats: _Features) -> None:
+        self.f = feats
+
+    def prepare(self, train: np.ndarray):
+        keep = np.flatnonzero(np.asarray(self.f.word12_bow[train].sum(axis=0)).ravel() > 0)
+        return lambda rows: self.f.word12_bow[rows][:, keep]
+
+    def fit_score(self, X, y, Xt, alpha: float) -> np.ndarray:
+        from sklearn.naive_bayes import MultinomialNB
+
+        nb = MultinomialNB(alpha=alpha).fit(X, y)
+        lp = nb.predict_joint_log_proba(Xt)
+        return lp[:, 1] - lp[:, 0]
+
+
+class _DatesLR:
+    name, param = "dates", "C"
+
+    def __init__(self, feats: _Features) -> None:
+        self.f = feats
+
+    def prepare(self, train: np.ndarray):
+        return lambda rows: self.f.dates[rows]
+
+    def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
+        from sklearn.linear_model import LogisticRegression
+
+        return LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=5000,
+                                  random_state=0).fit(X, y).decision_function(Xt)
+
+
+class _StyleLR:
+    name, param = "style", "C"
+
+    def __init__(self, feats: _Features) -> None:
+        self.f = feats
+
+    def prepare(self, train: np.ndarray):
+        from sklearn.preprocessing import StandardScaler
+
+        scaler = StandardScaler().fit(self.f.style[train])
+        return lambda rows: scaler.transform(self.f.style[rows])
+
+    def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
+        from sklearn.linear_model import LogisticRegression
+
+        return LogisticRegression(C=C, max_iter=2000).fit(X, y).decision_function(Xt)
+
+
+def _folds(y: np.ndarray, groups: np.ndarray | None, k: int, seed: int):
+    """(train, test) index pairs, stratified (and grouped), or None when k < 2 is possible."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    if groups is not None:
+        per_class = min(len(set(groups[y == c])) for c in (0, 1))
+    else:
+        per_class = min(int((y == c).sum()) for c in (0, 1))
+    k = min(k, per_class)
+    if k < 2:
+        return None
+    idx = np.zeros(len(y))
+    if groups is not None:
+        return list(StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(idx, y, groups))
+    return list(StratifiedKFold(k, shuffle=True, random_state=seed).split(idx, y))
+
+
+class BlindBaseline:
+    """`fit(texts, labels, groups) -> self`; `predict_proba(texts)`; `cross_val_scores(...)`.
+
+    Grids are tuples of candidate values chosen per training part by `inner_splits`
+    inner folds; `meta_C` is the meta logistic regression's inverse regularisation.
+    """
+
+    def __init__(self, n_splits: int = 5, inner_splits: int = 4,
+                 tfidf_C: tuple[float, ...] = (1.0, 10.0),
+                 bow_alpha: tuple[float, ...] = (0.1, 1.0),
+                 dates_C: tuple[float, ...] = (0.1, 1.0),
+                 style_C: tuple[float, ...] = (0.1, 1.0),
+                 meta_C: float = 1.0, max_features: int = 50000, seed: int = 0) -> None:
         self.n_splits = n_splits
-        self.C = C
+        self.inner_splits = inner_splits
+        self.tfidf_C = tfidf_C
+        self.bow_alpha = bow_alpha
+        self.dates_C = dates_C
+        self.style_C = style_C
+        self.meta_C = meta_C
         self.max_features = max_features
         self.seed = seed
 
-    def _pipeline(self):
-        from sklearn.feature_extraction.text import TfidfVectorizer
+    # -- one training part ------------------------------------------------------------------
+    def _models(self, feats: _Features):
+        return [(_TfidfLR(feats), self.tfidf_C), (_BowNB(feats), self.bow_alpha),
+                (_DatesLR(feats), self.dates_C), (_StyleLR(feats), self.style_C)]
+
+    def _fit_part(self, feats: _Features, y: np.ndarray, train: np.ndarray,
+                  groups: np.ndarray | None):
+        """Choose each base model's hyperparameter and fit the meta model on inner folds of
+        `train` only; returns (chosen values, meta model, base models fitted on `train`)."""
         from sklearn.linear_model import LogisticRegression
-        from sklearn.pipeline import make_pipeline, make_union
+        from sklearn.metrics import roc_auc_score
 
-        features = make_union(
-            TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True,
-                            max_features=self.max_features, lowercase=True),
-            TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True,
-                            max_features=self.max_features, lowercase=False),
-        )
-        return make_pipeline(features, LogisticRegression(C=self.C, max_iter=2000))
+        yt = y[train]
+        inner = _folds(yt, None if groups is None else groups[train], self.inner_splits,
+                       self.seed + 1)
+        models = self._models(feats)
+        chosen: dict[str, float] = {}
+        meta = None
+        if inner is not None:
+            oof = {m.name: np.zeros((len(grid), len(train))) for m, grid in models}
+            for itr, ite in inner:
+                for m, grid in models:
+                    make = m.prepare(train[itr])
+                    X, Xt = make(train[itr]), make(train[ite])
+                    for j, v in enumerate(grid):
+                        oof[m.name][j, ite] = m.fit_score(X, yt[itr], Xt, v)
+            Z = []
+            for m, grid in models:
+                aucs = [roc_auc_score(yt, s) for s in oof[m.name]]
+                j = int(np.argmax(aucs))
+                chosen[m.name] = grid[j]
+                Z.append(oof[m.name][j])
+            meta = LogisticRegression(C=self.meta_C, max_iter=2000).fit(np.stack(Z, 1), yt)
+        else:  # too few texts for inner folds: first grid values, equal weights
+            chosen = {m.name: grid[0] for m, grid in models}
+        fitted = []
+        for m, _ in models:
+            make = m.prepare(train)
+            fitted.append((m, make, make(train), chosen[m.name]))
+        return chosen, meta, fitted, yt
 
-    def fit(self, texts: Sequence[str], labels: Sequence[int]) -> BlindBaseline:
-        self.model_ = self._pipeline().fit(list(texts), np.asarray(labels))
+    @staticmethod
+    def _score(part, rows: np.ndarray) -> np.ndarray:
+        _chosen, meta, fitted, yt = part
+        Z = np.stack([m.fit_score(X, yt, make(rows), v) for m, make, X, v in fitted], 1)
+        if meta is None:
+            return 1.0 / (1.0 + np.exp(-Z.mean(axis=1)))
+        return meta.predict_proba(Z)[:, 1]
+
+    # -- public interface -------------------------------------------------------------------
+    def fit(self, texts: Sequence[str], labels: Sequence[int],
+            groups: Sequence[str] | None = None) -> BlindBaseline:
+        """Fit on all given texts (hyperparameters chosen by inner folds of them)."""
+        self.texts_ = list(texts)
+        y = np.asarray(labels)
+        feats = _Features(self.texts_, self.max_features)
+        g = None if groups is None else np.asarray(groups)
+        self.part_ = self._fit_part(feats, y, np.arange(len(y)), g)
+        self.chosen_ = self.part_[0]
         return self
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        return self.model_.predict_proba(list(texts))[:, 1]
+        """Member probabilities of new texts. Counts are taken over training and new texts
+        together (label-free); the base models are refitted on the training rows with the
+        chosen hyperparameters and see only the training texts' vocabulary."""
+        texts = list(texts)
+        n = len(self.texts_)
+        feats = _Features(self.texts_ + texts, self.max_features)
+        chosen, meta, _, yt = self.part_
+        train = np.arange(n)
+        fitted = []
+        for m, _grid in self._models(feats):
+            make = m.prepare(train)
+            fitted.append((m, make, make(train), chosen[m.name]))
+        return self._score((chosen, meta, fitted, yt), np.arange(n, n + len(texts)))
 
     def cross_val_scores(self, texts: Sequence[str], labels: Sequence[int],
-                         groups: Sequence[str] | None = None) -> np.ndarray:
-        """Out-of-fold member probabilities [n]: each text scored by a model that never saw
-        it (nor, with groups, any text of its document)."""
-        from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-
+                         groups: Sequence[str] | None = None,
+                         splits: Iterable[tuple[np.ndarray, np.ndarray]] | None = None
+                         ) -> np.ndarray:
+        """Out-of-fold member probabilities [n]: each text scored by models fitted, and
+        hyperparameters chosen, without it (nor, with groups, any text of its document).
+        `splits` overrides the outer folds."""
         y = np.asarray(labels)
         texts = list(texts)
-        if groups is not None:
-            g = np.asarray(groups)
-            per_class = min(len(set(g[y == c])) for c in (0, 1))
-            k = min(self.n_splits, per_class)
-            folds = StratifiedGroupKFold(k, shuffle=True, random_state=self.seed) if k >= 2 \
-                else None
-            splits = None if folds is None else folds.split(texts, y, g)
-        else:
-            per_class = min(int((y == c).sum()) for c in (0, 1))
-            k = min(self.n_splits, per_class)
-            splits = None if k < 2 else StratifiedKFold(k, shuffle=True,
-                                                        random_state=self.seed).split(texts, y)
-        if splits is None:
+        g = None if groups is None else np.asarray(groups)
+        folds = list(splits) if splits is not None else _folds(y, g, self.n_splits, self.seed)
+        if folds is None:
             raise PddkitError("the blind baseline needs at least 2 members and 2 non-members "
                               "(2 documents of each with groups)")
+        feats = _Features(texts, self.max_features)
         scores = np.full(len(texts), np.nan)
-        for train, test in splits:
-            model = self._pipeline().fit([texts[i] for i in train], y[train])
-            scores[test] = model.predict_proba([texts[i] for i in test])[:, 1]
-        self.n_splits_used_ = k
+        self.chosen_per_fold_ = []
+        for train, test in folds:
+            part = self._fit_part(feats, y, np.asarray(train), g)
+            scores[test] = self._score(part, np.asarray(test))
+            self.chosen_per_fold_.append(part[0])
+        self.n_splits_used_ = len(folds)
         return scores

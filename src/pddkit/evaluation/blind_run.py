@@ -1,0 +1,72 @@
+"""`pddkit blind`: the blind baseline alone, with no model, to check a data set for a
+distribution shift between members and non-members before spending GPU hours on it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from pddkit.errors import PddkitError
+from pddkit.evaluation.blind import BlindBaseline, require_blind_data, verdict
+from pddkit.evaluation.metrics import compute_metrics
+from pddkit.evaluation.results import MethodResult, RunResult
+
+logger = logging.getLogger(__name__)
+
+
+def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
+    """Out-of-fold blind-baseline scores and metrics of a labelled Dataset, as a RunResult
+    with one method, `blind` (so results.json / scores.jsonl / reports work as for `run`)."""
+    require_blind_data([s.label for s in dataset.samples], dataset.name)
+    groups = [s.group for s in dataset.samples]
+    use_groups = any(g is not None for g in groups)
+    if use_groups:
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
+    texts = [s.text for s in dataset.samples]
+    labels = np.asarray(dataset.labels)
+    model = BlindBaseline(seed=seed)
+    t0 = time.perf_counter()
+    scores = model.cross_val_scores(texts, labels, groups if use_groups else None)
+    seconds = time.perf_counter() - t0
+    metrics = compute_metrics(scores, labels, n_bootstrap=n_bootstrap, seed=seed)
+    params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups,
+              "chosen_per_fold": model.chosen_per_fold_}
+    config = {"command": "blind", "data": dataset.name, "seed": seed, "n_bootstrap": n_bootstrap,
+              "blind": {"n_splits": model.n_splits, "inner_splits": model.inner_splits,
+                        "tfidf_C": list(model.tfidf_C), "bow_alpha": list(model.bow_alpha),
+                        "dates_C": list(model.dates_C), "style_C": list(model.style_C),
+                        "meta_C": model.meta_C, "max_features": model.max_features}}
+    return RunResult(ids=tuple(s.id for s in dataset.samples), labels=tuple(int(v) for v in labels),
+                     methods=(MethodResult("blind", "blind", params, scores, metrics),),
+                     config=config, counts=dataset.counts(), timings={"blind_baseline": seconds},
+                     models={}, skipped=tuple((s.source, s.reason) for s in dataset.skipped))
+
+
+def run_blind(data, benchmark, data_dir, on_invalid: str, seed: int, n_bootstrap: int, output,
+              echo: Callable[[str], None]) -> RunResult:
+    from pddkit.data import load_benchmark, load_jsonl
+
+    if (data is None) == (benchmark is None):
+        raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
+    dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
+               load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
+    if dataset.skipped:
+        logger.warning("left out %d invalid lines, e.g. %s: %s", len(dataset.skipped),
+                       dataset.skipped[0].source, dataset.skipped[0].reason)
+    result = blind_result(dataset, seed=seed, n_bootstrap=n_bootstrap)
+    m, params = result.methods[0].metrics, result.methods[0].params
+    c = result.counts
+    echo(f"blind baseline on {dataset.name}: {c['members']} members, {c['nonmembers']} non-members, "
+         f"{params['folds']} outer folds" + (" grouped by document" if params["grouped_by_document"]
+                                            else "") + f", {result.timings['blind_baseline']:.1f} s")
+    tprs = "  ".join(f"TPR@{t:.0%} {m.tpr[t]:.3f} [{m.tpr_ci[t].low:.3f}, {m.tpr_ci[t].high:.3f}]"
+                     for t in sorted(m.tpr))
+    echo(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}]  {tprs}")
+    echo(verdict(m.auc).sentence())
+    if output is not None:
+        out = result.write(output)
+        echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
+    return result
