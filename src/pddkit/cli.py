@@ -281,6 +281,26 @@ def report(directory) -> None:
     click.echo(f"report: {html} and {md}")
 
 
+@cli.command()
+@click.option("--data", type=click.Path(), default=None, help="Labelled JSONL file of texts.")
+@click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64.")
+@click.option("--data-dir", type=click.Path(), default=None,
+              help="Local folder with the benchmark's files (else the hub).")
+@click.option("--on-invalid", default="error", show_default=True,
+              type=click.Choice(["error", "skip"]),
+              help="A bad input line stops the run, or is left out and counted.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
+              help="Bootstrap resamples for the confidence intervals.")
+@click.option("--output", type=click.Path(), default=None,
+              help="Folder for results.json and scores.jsonl (optional).")
+def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output) -> None:
+    """Model-free check for a distribution shift between members and non-members."""
+    from pddkit.evaluation.blind_run import run_blind
+
+    run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)
+
+
 @cli.command("list")
 def list_cmd() -> None:
     """Methods with their needs and defaults, and benchmarks."""
