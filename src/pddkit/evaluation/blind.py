@@ -1,9 +1,11 @@
 """Blind baseline (Das et al. 2024, "Blind baselines beat membership inference attacks for
 foundation models"): a classifier that never looks at the model.
 
-Three base models, stacked:
+Four base models, stacked:
 - `tfidf`: word 1-2-gram + character 3-5-gram TF-IDF, logistic regression (C from a grid);
-- `bow`: Das et al.'s bag of words, word counts with multinomial naive Bayes (alpha from a grid);
+- `bow`: a bag of words after Das et al., word 1-2-gram counts with multinomial naive Bayes
+  (alpha from a grid);
+- `style`: length and typography (blind_features.STYLE_NAMES), logistic regression (C grid);
 - `dates`: Das et al.'s date detection, the years and dates a text mentions
   (evaluation/blind_features.py), logistic regression (C from a grid).
 A meta logistic regression combines the base models' log-odds. Scores are out-of-fold
