@@ -31,6 +31,25 @@ def test_sandbox_end_to_end_with_a_sweep(corpus_file, tmp_path, capsys):
     assert code == 0, printed.err
     assert "AUC by repeats, 64-word windows" in printed.out and "report:" in printed.out
     summary = json.loads((out / "summary.json").read_text())
+    truth = summary["ground_truth"]
+    assert printed.out.lstrip().startswith(truth["line"])  # the first thing the CLI prints
+    # 16 documents a side of 120+ words: two 32-word and one 64-word window each
+    assert truth["line"] == (
+        "ground truth verified: 0 of 48 non-member windows share a 13-word run with training "
+        "text; 48 of 48 member windows are verbatim training text; 0 of 96 evaluated windows "
+        "share a 13-word run with the reference pool or tokenizer texts (in each of the 2 runs)")
+    assert [r["run"] for r in truth["runs"]] == ["repeats=1", "repeats=3"]
+    nd = summary["corpus"]["near_duplicates"]
+    assert nd["ngram"] == 13 and nd["examined"] == 48 + nd["dropped"]
+    assert "G" + truth["line"][1:] in (out / "report.html").read_text()
+    for run, repeats in (("repeats=1", 1), ("repeats=3", 3)):
+        train = [json.loads(x) for x in (out / run / "train-documents.jsonl").read_text().splitlines()]
+        assert len(train) == 16 and {(r["role"], r["repeats"]) for r in train} == {("member", repeats)}
+        wins = [json.loads(x) for x in (out / run / "window-64" / "windows.jsonl").read_text().splitlines()]
+        assert len(wins) == 32 and all(w["text"] in {r["id"]: r["text"] for r in train}[w["group"]]
+                                       for w in wins if w["label"] == 1)
+    tok_texts = (out / "tokenizer-texts.jsonl").read_text().splitlines()
+    assert len(tok_texts) == 16  # the reference pool only: no member or non-member
     assert [r["name"] for r in summary["runs"]] == ["repeats=1", "repeats=3"]
     for run in summary["runs"]:
         for w in ("32", "64"):
@@ -150,7 +169,15 @@ def test_sandbox_runs_neighbor_and_probe(corpus_file, mask_model_dir, tmp_path, 
     assert aucs["neighbor"] > 0.7, aucs
     probe = [json.loads(x)["probe"] for x in (wdir / "scores.jsonl").read_text().splitlines()]
     assert len(set(probe)) > len(probe) // 2  # log-odds: no ties from probabilities rounding to 1
-    assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
+    m = res["methods"]["probe"]["metrics"]
+    labels = [json.loads(x)["label"] for x in (wdir / "scores.jsonl").read_text().splitlines()]
+    pos = [p for p, y in zip(probe, labels) if y == 1]
+    neg = [p for p, y in zip(probe, labels) if y == 0]
+    mann_whitney = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg) / (len(pos) * len(neg))
+    assert (m["n_members"], m["n_nonmembers"]) == (len(pos), len(neg))
+    assert len(pos) == res["counts"]["members"] >= 16 and len(neg) >= 16
+    assert m["auc"] == pytest.approx(mann_whitney, abs=1e-9)  # the AUC of the scores written
+    assert m["auc_ci"][0] <= m["auc"] <= m["auc_ci"][1] and m["auc_ci"][0] < m["auc_ci"][1]
     assert res["counts"]["neighbor_texts"] == 6 * res["counts"]["samples"]
     assert (wdir / "neighbors.jsonl").is_file() and (wdir / "probe" / "probe.json").is_file()
     meta = json.loads((wdir / "probe" / "probe.json").read_text())

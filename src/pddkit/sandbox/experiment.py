@@ -1,10 +1,12 @@
 """`pddkit sandbox`: train a model on chosen documents, then detect them.
 
 corpus -> seeded split of whole documents (members / non-members / reference pool /
-background) -> tokenizer (given, or BPE on members + reference pool only) -> reference
-model and frequency table from the reference pool -> one target model per sweep value
-(members x repeats + background documents) -> windows of 32/64/128 words scored by every
-method through the same pipeline as `pddkit run` -> results and reports per window length.
+background), no two roles sharing a run of 13 words -> tokenizer (given, or BPE on the
+reference pool + background, never on evaluated documents) -> reference model and frequency
+table from the reference pool -> one target model per sweep value (members x repeats +
+background documents) -> windows of 32/64/128 words cut verbatim from their documents,
+scored by every method through the same pipeline as `pddkit run` -> results and reports
+per window length -> the ground truth checked from the files written (sandbox.ground_truth).
 
 With a base model (`--base-model`, any pretrained causal LM), the target is that model
 pre-trained further on the members (its own tokenizer), and the reference model is the
@@ -29,7 +31,7 @@ SWEEPABLE = {"repeats": int, "lr": float, "background": int, "epochs": int, "wid
 @dataclass(frozen=True)
 class SandboxConfig:
     corpus: str | None = None  # None: the standard library's documentation (no download)
-    tokenizer: str | None = None  # None: a byte-level BPE trained on members + reference pool
+    tokenizer: str | None = None  # None: a byte-level BPE trained on reference pool + background
     vocab_size: int = 2048
     section_words: int = 200
     members: int = 150  # member documents; as many non-members
@@ -83,7 +85,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
     from pddkit.runner.frequency import build_frequency_table
     from pddkit.runner.loading import load_model, load_tokenizer, pick_device
-    from pddkit.sandbox import training
+    from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.corpus import load_corpus
     from pddkit.sandbox.split import split_documents
 
@@ -107,18 +109,22 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     split = split_documents(corpus, cfg.members, cfg.reference, n_background,
                             min_words=max(cfg.windows), seed=cfg.seed)
     split.write(out / "split.json")
+    nd = split.near_duplicates
     logger.info("corpus %s: %d documents; split %d members, %d non-members, %d reference, "
-                "%d background (%d too short for %d-word windows)", corpus.name,
-                len(corpus.documents), len(split.members), len(split.nonmembers),
-                len(split.reference), len(split.background), split.too_short, max(cfg.windows))
-    ref_file = out / "reference-pool.jsonl"
-    ref_file.write_text("".join(json.dumps({"id": d.id, "text": d.text}) + "\n"
-                                for d in split.reference))
+                "%d background (%d too short for %d-word windows; %d dropped and %d placed with "
+                "the role they share a %d-word run with)", corpus.name, len(corpus.documents),
+                len(split.members), len(split.nonmembers), len(split.reference),
+                len(split.background), split.too_short, max(cfg.windows), nd.dropped, nd.moved,
+                nd.ngram)
+    tok_rows = None
     if cfg.base_model or cfg.tokenizer:
         tok = load_tokenizer(cfg.base_model or cfg.tokenizer)
-    else:
-        tok = training.train_bpe_tokenizer([d.text for d in split.members + split.reference],
+    else:  # never on members or non-members
+        tok_rows = [{"id": d.id, "text": d.text} for d in split.reference + split.background]
+        tok = training.train_bpe_tokenizer([r["text"] for r in tok_rows],
                                            vocab_size=cfg.vocab_size)
+    ground_truth.write_split_texts(out, split, tok_rows)
+    ref_file = out / ground_truth.REFERENCE
     build_frequency_table(tok, cfg.base_model or cfg.tokenizer or "sandbox-bpe",
                           [ref_file]).save(out / "freq.npz")
     if cfg.base_model:  # the base model, before it saw the members, is the reference
@@ -139,11 +145,15 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
         runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device))
-    summary = {"config": {**asdict(cfg), "lr": cfg.learning_rate, "windows": list(cfg.windows),
+    truth = ground_truth.verify_sandbox(out, [Path(r["dir"]) for r in runs], cfg.base_model,
+                                        cfg.tokenizer)
+    summary = {"ground_truth": truth,
+               "config": {**asdict(cfg), "lr": cfg.learning_rate, "windows": list(cfg.windows),
                           "probe_lrs": list(cfg.probe_lrs)},
                "corpus": {"name": corpus.name, "documents": len(corpus.documents),
                           "files": corpus.files, "undecodable_files": corpus.undecodable_files,
-                          "too_short": split.too_short},
+                          "too_short": split.too_short,
+                          "near_duplicates": {**asdict(nd), "dropped": nd.dropped}},
                "sweep": None if not swept else {"knob": swept[0], "values": swept[1]},
                "runs": runs, "seconds": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -158,11 +168,16 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     from pddkit.evaluation.report import write_report
     from pddkit.pipeline import RunConfig, run_dataset
     from pddkit.runner.loading import load_model
-    from pddkit.sandbox import training
+    from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.split import windows
 
-    texts = [d.text for d in split.members] * cfg.repeats
-    texts += [d.text for d in split.background[:cfg.background]]
+    texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background)
+    datasets = {}
+    for w in cfg.windows:
+        datasets[w] = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
+        ground_truth.write_windows(run_dir / f"window-{w}", datasets[w])
+    # checked from the files before any training; again for the summary at the end
+    ground_truth.verify_run(out, run_dir, tokenizer_texts=not (cfg.tokenizer or cfg.base_model))
     logger.info("training the target model%s: %d members x %d repeats + %d background, %d "
                 "epochs, lr %g", f" from {cfg.base_model}" if cfg.base_model else "",
                 len(split.members), cfg.repeats, cfg.background, cfg.epochs, cfg.learning_rate)
@@ -180,7 +195,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     per_window = {}
     probe_load = None  # the probe is trained once per model, then reused for every window length
     for w in cfg.windows:
-        dataset = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
+        dataset = datasets[w]
         rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_lm.name,
                        freq=str(out / "freq.npz"), batch_size=32, device=device,
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
@@ -198,5 +213,5 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
             "tpr@0.05": {k: m.tpr[0.05] for k, m in result.metrics().items()},
             "blind_warn": None if result.blind is None else result.blind.warn,
         }
-    return {"name": run_dir.name, "train_loss": history, "target_model": str(target_dir),
+    return {"name": run_dir.name, "dir": str(run_dir), "train_loss": history, "target_model": str(target_dir),
             "windows": per_window}

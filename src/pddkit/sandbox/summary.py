@@ -53,8 +53,14 @@ def _tables(summary: dict) -> list[tuple[str, list[str], list[list[str]]]]:
     return out
 
 
+def ground_truth_line(summary: dict) -> str | None:
+    """The verified-ground-truth sentence (None in a summary written before it existed)."""
+    return (summary.get("ground_truth") or {}).get("line")
+
+
 def summary_text(summary: dict) -> str:
-    lines = []
+    line = ground_truth_line(summary)
+    lines = [line] if line else []
     for title, header, rows in _tables(summary):
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines += ["", title, "  ".join(h.ljust(w) for h, w in zip(header, widths)),
@@ -96,6 +102,14 @@ def write_summary(out: Path, summary: dict) -> Path:
              "come from the same corpus and were never trained on, so membership is known.</p>"]
     md = ["# pddkit sandbox", "", f"Corpus {summary['corpus']['name']}: "
           f"{summary['corpus']['documents']} documents.", ""]
+    line = ground_truth_line(summary)
+    if line:
+        nd = summary["corpus"].get("near_duplicates") or {}
+        dedup = (f" Before training, {nd['dropped']} documents were dropped and {nd['moved']} "
+                 f"placed with the role they share a run of {nd['ngram']} words with, so no two "
+                 "roles share one." if nd else "")
+        parts.append(f"<p class='verified'><b>{e(line[:1].upper() + line[1:])}.</b>{e(dedup)}</p>")
+        md += [f"**{line[:1].upper() + line[1:]}.**{dedup}", ""]
     for title, header, rows in _tables(summary):
         parts.append(f"<h2>{e(title)}</h2><table class='metrics'><tr>"
                      + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
