@@ -119,8 +119,9 @@ def test_the_check_passes_on_what_the_sandbox_writes_and_reports_one_line(tmp_pa
     assert [(r["role"], r["repeats"]) for r in rows] == [("member", 2)] * 20 + [("background", 1)] * 3
     truth = ground_truth.verify_sandbox(tmp_path, [run], None, None)
     assert truth["line"] == (
-        "ground truth verified: 0 of 40 non-member windows share a 13-word run with training "
-        "text; 40 of 40 member windows are verbatim training text; 0 of 80 evaluated windows "
+        "ground truth verified (64-word windows): 0 of 40 non-member windows share a 13-word "
+        "run with training text; 40 of 40 member windows are verbatim training text; "
+        "0 of 80 evaluated windows "
         "share a 13-word run with the reference pool or tokenizer texts")
     assert truth["runs"][0]["nonmember_documents"] == 20
     based = ground_truth.verify_sandbox(tmp_path, [run], "some/base", None)

@@ -35,8 +35,9 @@ def test_sandbox_end_to_end_with_a_sweep(corpus_file, tmp_path, capsys):
     assert printed.out.lstrip().startswith(truth["line"])  # the first thing the CLI prints
     # 16 documents a side of 120+ words: two 32-word and one 64-word window each
     assert truth["line"] == (
-        "ground truth verified: 0 of 48 non-member windows share a 13-word run with training "
-        "text; 48 of 48 member windows are verbatim training text; 0 of 96 evaluated windows "
+        "ground truth verified (32 and 64-word windows): 0 of 48 non-member windows share a "
+        "13-word run with training text; 48 of 48 member windows are verbatim training text; "
+        "0 of 96 evaluated windows "
         "share a 13-word run with the reference pool or tokenizer texts (in each of the 2 runs)")
     assert [r["run"] for r in truth["runs"]] == ["repeats=1", "repeats=3"]
     nd = summary["corpus"]["near_duplicates"]

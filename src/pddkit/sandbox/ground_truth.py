@@ -173,7 +173,10 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
     c = checks[0]
     same = all((k.member_windows, k.nonmember_windows) == (c.member_windows, c.nonmember_windows)
                for k in checks)
-    line = (f"ground truth verified: {c.nonmember_shared} of {c.nonmember_windows} non-member "
+    lengths = sorted(int(p.parent.name.split("-", 1)[1]) for p in run_dirs[0].glob(f"window-*/{WINDOWS}"))
+    sizes = ", ".join(map(str, lengths[:-1])) + (" and " if len(lengths) > 1 else "") + str(lengths[-1])
+    line = (f"ground truth verified ({sizes}-word windows): {c.nonmember_shared} of "
+            f"{c.nonmember_windows} non-member "
             f"windows share a {N}-word run with training text; {c.member_verbatim} of "
             f"{c.member_windows} member windows are verbatim training text; "
             f"{c.reference_shared} of {c.evaluated_windows} evaluated windows share a {N}-word "
