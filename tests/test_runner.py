@@ -70,12 +70,6 @@ def test_missing_model_path_is_one_sentence(tmp_path):
         load_model(str(tmp_path / "nowhere"))
 
 
-def test_bfloat16_model_still_gives_float32_statistics(toy_world):
-    lm = load_model(str(toy_world.target_dir), device="cpu", dtype="bfloat16")
-    st = StatsRunner(lm).run(toy_world.members[:2])
-    assert st[0].L.dtype == np.float32 and np.isfinite(st[0].M2).all()
-
-
 def test_unreachable_hub_id_is_one_sentence(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(PddkitError, match=r"could not load model no-such-org/no-such-model from the hub"):

@@ -1,0 +1,105 @@
+"""SPEC section 2 on the edges: the start token is BOS, else EOS (tokenizers with BOS != EOS
+and with no BOS), and a bf16 model's statistics are a float32 softmax of its own logits."""
+
+import numpy as np
+import pytest
+import torch
+
+from pddkit.errors import PddkitError
+from pddkit.runner.loading import load_model, start_token_id
+from pddkit.runner.token_stats import StatsRunner
+
+TEXTS = ["It was a dark and stormy night; the rain fell in torrents.",
+         "Mr. Holmes sat in his chair and smoked his pipe in silence."]
+
+
+def reference_stats(lm, ids: list[int], start: int):
+    """The model's own logits for [start, ids], softmax in float64: (L, H)."""
+    x = torch.tensor([[start, *ids]])
+    with torch.inference_mode():
+        logits = lm.model(input_ids=x, attention_mask=torch.ones_like(x)).logits[0, :-1]  # [n, V]
+    logp = torch.log_softmax(logits.double(), -1)
+    p = logp.exp()
+    L = logp[torch.arange(len(ids)), torch.tensor(ids)].numpy()
+    return L, (-(p * logp).sum(-1)).numpy(), logits
+
+
+def _model_with(tok, out):
+    """A tiny random GPT-2 sized to `tok`, saved with it; loaded the way users load models."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_positions=128, n_embd=32, n_layer=1,
+                                       n_head=2, bos_token_id=tok.bos_token_id,
+                                       eos_token_id=tok.eos_token_id))
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return load_model(str(out), device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def bos_ne_eos(toy_world, tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    tok.add_special_tokens({"bos_token": "<s>"})  # BOS is new; EOS stays <|endoftext|>
+    return _model_with(tok, tmp_path_factory.mktemp("bos-ne-eos"))
+
+
+@pytest.fixture(scope="module")
+def no_bos(toy_world, tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    tok.add_special_tokens({"eos_token": "</s>"})
+    tok.bos_token = None
+    return _model_with(tok, tmp_path_factory.mktemp("no-bos"))
+
+
+@pytest.mark.parametrize("which", ["bos_ne_eos", "no_bos"])
+def test_the_start_token_is_bos_else_eos(which, request):
+    lm = request.getfixturevalue(which)
+    bos, eos = lm.tokenizer.bos_token_id, lm.tokenizer.eos_token_id
+    if which == "bos_ne_eos":
+        assert bos is not None and eos is not None and bos != eos
+        want, other = bos, eos
+    else:
+        assert bos is None and eos is not None
+        want, other = eos, lm.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert want != other and start_token_id(lm.tokenizer) == want
+    for st in StatsRunner(lm, batch_size=2).run(TEXTS):
+        L, H, _ = reference_stats(lm, st.ids.tolist(), want)
+        np.testing.assert_allclose(st.L, L, atol=1e-5)
+        np.testing.assert_allclose(st.H, H, atol=1e-5)
+        L_other, _, _ = reference_stats(lm, st.ids.tolist(), other)
+        assert abs(st.L[0] - L_other[0]) > 1e-3  # the first token's context is the start token
+
+
+def test_a_tokenizer_with_neither_bos_nor_eos_is_one_sentence(toy_world):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    tok.bos_token = None
+    tok.eos_token = None
+    with pytest.raises(PddkitError, match="neither a BOS nor an EOS token"):
+        start_token_id(tok, "m")
+
+
+def test_bf16_model_statistics_are_a_float32_softmax_of_its_logits(toy_world):
+    """Bound 1e-4 on L and H against a float64 softmax of the bf16 model's own logits;
+    a softmax run in bf16 misses it by two orders of magnitude (measured: L off by
+    ~0.025, H by ~0.05 on this model), so this test fails if the cast is lost."""
+    lm = load_model(str(toy_world.target_dir), device="cpu", dtype="bfloat16")
+    assert lm.model.dtype == torch.bfloat16
+    start = start_token_id(lm.tokenizer)
+    for st in StatsRunner(lm, batch_size=1).run(TEXTS):
+        ids = st.ids.tolist()
+        L, H, logits = reference_stats(lm, ids, start)
+        assert logits.dtype == torch.bfloat16
+        assert st.L.dtype == np.float32
+        np.testing.assert_allclose(st.L, L, atol=1e-4)
+        np.testing.assert_allclose(st.H, H, atol=1e-4)
+        low = torch.log_softmax(logits, -1)  # what a bf16 softmax would give
+        L_bf16 = low[torch.arange(len(ids)), torch.tensor(ids)].double().numpy()
+        H_bf16 = (-(low.exp() * low).sum(-1)).double().numpy()
+        assert np.abs(L_bf16 - L).max() > 1e-2 and np.abs(H_bf16 - H).max() > 1e-2
