@@ -37,11 +37,3 @@ def test_grid_equals_per_text_function(method):
         want = [spec.fn(Observation("x", s, log_freq=LOG_F), **params) for s in stats]
         np.testing.assert_allclose(got[:, g], want, rtol=1e-9, atol=1e-12, err_msg=str(params))
 
-
-def test_surp_grid_on_ten_thousand_texts():
-    rng = np.random.default_rng(1)
-    stats = [TokenStats(np.zeros(128, np.int64), -rng.exponential(3, 128).astype(np.float32),
-                        (rng.random(128) * 8).astype(np.float32), np.ones(128, np.float32))
-             for _ in range(10_000)]
-    scores = grid_scores("surp", Padded.of(stats))  # timing: benchmarks/grid.py
-    assert scores.shape == (10_000, 200) and np.isfinite(scores).all()

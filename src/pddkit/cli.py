@@ -294,9 +294,15 @@ def report(directory) -> None:
               help="Bootstrap resamples for the confidence intervals.")
 @click.option("--output", type=click.Path(), default=None,
               help="Folder for results.json and scores.jsonl (optional).")
-def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Replace the pddkit results already in --output (else such a folder is refused).")
+def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, overwrite) -> None:
     """Model-free check for a distribution shift between members and non-members."""
+    from pddkit import output_dir
     from pddkit.evaluation.blind_run import run_blind
+
+    if output is not None:
+        output_dir.prepare(output, overwrite)  # before the work: fail early, lose nothing
 
     run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)
 
@@ -314,7 +320,8 @@ def list_cmd() -> None:
         click.echo(f"  {m.name:10s} {params:30s} needs: {needs:20s} {m.paper}: {m.summary}")
     click.echo("baselines:")
     click.echo(f"  {'blind':10s} {'folds=5':30s} needs: labels only       Das et al. 2024: "
-               "n-gram logistic regression, out-of-fold; in every labelled run")
+               "TF-IDF + bag of words + dates + style, stacked, out-of-fold; "
+               "in every labelled run and as `pddkit blind`")
     click.echo("benchmarks:")
     for b in BENCHMARKS:
         params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"
