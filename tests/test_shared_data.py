@@ -6,7 +6,7 @@ from conftest import shared_path
 
 def test_missing_shared_data_fails_under_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="CI must run with ../shared"):
+    with pytest.raises(pytest.fail.Exception, match=r"CI must run with \.\./shared"):
         shared_path("no-such-folder")
     monkeypatch.setenv("CI", "")
     with pytest.raises(pytest.skip.Exception):
