@@ -62,6 +62,17 @@ def gutenberg_paragraphs(n: int, seed: int = 0) -> list[str]:
     return paras[:n]
 
 
+def assert_no_shared_runs(members, nonmembers, pool) -> None:
+    """SPEC section 7 for the test world: no 13-word run is shared between the members
+    (trained on), the non-members and the pool (reference model, frequency table, tokenizer)."""
+    from pddkit.sandbox.ngrams import ngram_hashes
+
+    sets = [set().union(*map(ngram_hashes, part)) for part in (members, nonmembers, pool)]
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert sets[i].isdisjoint(sets[j]), f"toy world roles {i} and {j} share a 13-word run"
+
+
 @pytest.fixture(scope="session")
 def toy_world(tmp_path_factory) -> ToyWorld:
     from pddkit.runner.frequency import build_frequency_table
@@ -70,7 +81,8 @@ def toy_world(tmp_path_factory) -> ToyWorld:
     root = tmp_path_factory.mktemp("toy")
     texts = gutenberg_paragraphs(240)
     members, nonmembers, pool = texts[:60], texts[60:120], texts[120:240]
-    tok = train_bpe_tokenizer(members + pool, vocab_size=1024)  # never sees non-members
+    assert_no_shared_runs(members, nonmembers, pool)  # ground truth, checked
+    tok = train_bpe_tokenizer(pool, vocab_size=1024)  # never sees members or non-members
     target = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=0)
     train_causal_lm(target, tok, members, epochs=40, lr=3e-3, batch_size=12, seed=0)
     ref = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=1)
