@@ -197,7 +197,8 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
               help="Folder of .txt files or a JSONL file (default: Python's own documentation).")
 @click.option("--output", default="sandbox-output", show_default=True, type=click.Path())
 @click.option("--tokenizer", type=click.Path(), default=None,
-              help="Tokenizer directory (default: BPE trained on members + reference pool).")
+              help="Tokenizer directory (default: a BPE trained on the reference pool and background, "
+                   "never on members or non-members).")
 @click.option("--sweep", default=None,
               help="KNOB=v1,v2,...: one model per value (repeats, lr, background, epochs, width).")
 @click.option("--members", default=150, show_default=True, help="Member documents (as many non-members).")
