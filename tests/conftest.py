@@ -134,3 +134,14 @@ def mask_model_dir(tmp_path_factory, toy_world):
     model.save_pretrained(out)
     fast.save_pretrained(out)
     return out
+
+
+# fixtures that train or build models: a test that uses one is `slow` (fast lane: -m "not slow")
+SLOW_FIXTURES = {"toy_world", "toy_lm", "mask_model_dir", "corpus_file", "llama_base",
+                 "family_lm", "bos_ne_eos", "no_bos", "result"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
