@@ -24,9 +24,26 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32))
     nbs = tuple(TokenStats(ids, np.full(n, -6.0, np.float32), H.astype(np.float32),
                            M2.astype(np.float32)) for _ in range(3))
-    prob = (0.8 if member else 0.2) + 0.1 * rng.random()
+    # the probe's input is not made up here: a LinearProbe fitted on separable activations
+    # (members shifted along one direction) scores this text's own activation
+    act = rng.standard_normal((1, WIDTH)) + (SHIFT if member else -SHIFT)
+    log_odds = float(PROBE.decision_function(act)[0])
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
-                       probe=prob)
+                       probe=log_odds)
+
+
+def _fitted_probe():
+    from pddkit.runner.probe import LinearProbe
+
+    rng = np.random.default_rng(42)
+    y = np.r_[np.ones(60), np.zeros(60)].astype(int)
+    X = rng.standard_normal((120, WIDTH)) + np.where(y[:, None] == 1, SHIFT, -SHIFT)
+    return LinearProbe().fit(X, y, layer=1)
+
+
+WIDTH = 16
+SHIFT = np.r_[3.0, np.zeros(WIDTH - 1)]  # membership is a direction of the activation
+PROBE = _fitted_probe()
 
 
 ALL = METHODS.names()
