@@ -45,13 +45,16 @@ def test_python_api_runs_neighbor_probe_and_validation(toy_world, toy_lm, mask_m
     labels = [1] * 20 + [0] * 20
     res = pddkit.evaluate(texts, labels, model=toy_lm, methods="loss,mink,neighbor:n_neighbors=4,probe",
                           mask_model=str(mask_model_dir), probe_data=str(aux), probe_lrs=(1e-3,),
-                          val_fraction=0.25, n_bootstrap=20, blind=False)
+                          val_fraction=0.25, n_bootstrap=20, blind=False,
+                          probe_standardize="train")
     assert set(res.scores()) == {"loss", "mink", "neighbor", "probe"}
     assert res.splits.count("val") == 10 and set(res.validation) == {"mink", "probe"}
     m = res.metrics()["neighbor"]
     assert (m.n_members, m.n_nonmembers) == (15, 15)  # metrics on the test part only
-    assert len(res.neighbors) == 40 and all(len(nb) == 4 for nb in res.neighbors)
+    (nbs,) = res.neighbors.texts.values()  # one parameter set
+    assert len(nbs) == 40 and all(len(nb) == 4 for nb in nbs)
     assert res.probe.layer_ in range(1, toy_lm.model.config.n_layer + 1)
     saved = res.probe.save(tmp_path / "probe")
-    again = pddkit.score(texts[:6], model=toy_lm, methods="probe", probe_load=str(saved))
-    np.testing.assert_allclose(again["probe"], res.scores()["probe"][:6], rtol=1e-6)
+    again = pddkit.score(texts[:6], model=toy_lm, methods="probe", probe_load=str(saved),
+                         probe_standardize="train")  # a text's score independent of the others
+    np.testing.assert_allclose(again["probe"], res.scores()["probe"][:6], rtol=1e-5, atol=1e-5)

@@ -1,7 +1,9 @@
-"""The probe: proxy fine-tuning changes weights (full and LoRA), standardisation uses
-training rows only, a saved probe reloads to identical scores, the (proxy lr, layer)
-grid, the validated choice, and end to end through `pddkit run`."""
+"""The probe: proxy fine-tuning changes weights (full and LoRA) with float32 master
+weights for a bfloat16 model, per-set and training-row standardisation, a saved probe
+reloads to identical scores, the (proxy lr, layer) grid, the validated choice, and end to
+end through `pddkit run`."""
 
+import copy
 import json
 
 import numpy as np
@@ -18,6 +20,7 @@ from pddkit.runner.probe import (
     fine_tune_proxy,
     probe_scores,
     split_auxiliary,
+    standardize_set,
     train_probes,
 )
 
@@ -28,6 +31,37 @@ def test_proxy_fine_tuning_changes_the_weights_and_not_the_target(toy_lm, toy_wo
     changed = [k for k, v in proxy.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) > 10
     assert all(torch.equal(v, before[k]) for k, v in toy_lm.model.state_dict().items())
+
+
+def test_bf16_model_proxy_update_equals_the_float32_one(toy_lm, toy_world):
+    """Float32 master weights: fine-tuning a bfloat16 model's proxy moves the weights as
+    fine-tuning the same weights in float32 does (relative error of the whole update below
+    1e-3; 0 on the CPU, where both run the same float32 arithmetic). Pure-bfloat16 AdamW
+    (the old path, `master_dtype=None`) breaks that bound by far: at lr 1e-4 most updates
+    fall below half a bfloat16 step and are rounded away."""
+    bf16 = copy.deepcopy(toy_lm.model).to(torch.bfloat16)
+    f32 = copy.deepcopy(bf16).float()  # exactly the same starting weights
+    start = {k: v.float() for k, v in f32.state_dict().items() if v.is_floating_point()}
+    texts = toy_world.pool[:8]
+
+    def update(master_dtype="float32", model=bf16):
+        proxy = fine_tune_proxy(model, toy_lm.tokenizer, texts, lr=1e-4, master_dtype=master_dtype)
+        return torch.cat([(v.float() - start[k]).flatten() for k, v in proxy.state_dict().items()
+                          if k in start])  # [n_weights]
+
+    ref = update(model=f32)
+    new, old = update(), update(master_dtype=None)
+    err_new = float((new - ref).norm() / ref.norm())
+    err_old = float((old - ref).norm() / ref.norm())
+    still_new, still_old = float((new == 0).float().mean()), float((old == 0).float().mean())
+    numbers = (f"relative error {err_new:.3g} (pure bfloat16: {err_old:.3g}); weights unmoved "
+               f"{still_new:.3f} (pure bfloat16: {still_old:.3f})")  # measured: 0, 0.712; 0, 0.512
+    assert next(fine_tune_proxy(bf16, toy_lm.tokenizer, texts[:2], lr=1e-4).parameters()).dtype \
+        == torch.float32
+    assert err_new < 1e-3, numbers
+    assert err_old > 1e-2, numbers  # the bound above would catch pure-bfloat16 training
+    assert still_old > still_new + 0.05, numbers
+    assert all(v.dtype == torch.bfloat16 for v in bf16.parameters())  # the model is untouched
 
 
 def test_micro_batches_make_the_same_one_batch_step(toy_lm, toy_world):
@@ -76,6 +110,38 @@ def test_standardisation_uses_training_rows_only_and_reload_is_identical(tmp_pat
         LinearProbe.load(tmp_path)
 
 
+def test_per_set_standardisation_uses_each_sets_own_statistics(toy_lm, toy_world):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 64)) * rng.uniform(0.5, 3, 64) + rng.uniform(-2, 2, 64)
+    y = rng.integers(0, 2, 60)
+    X[:, 0] += 2 * y
+    probe = LinearProbe().fit(X, y, layer=1)
+    S = rng.standard_normal((12, 64)) * 4 + 1.5  # a set with other statistics
+    own = probe.decision_function(S, "per_set")
+    np.testing.assert_allclose(own, standardize_set(S) @ probe.coef_ + probe.intercept_)
+    np.testing.assert_allclose(standardize_set(S).mean(0), 0, atol=1e-12)
+    np.testing.assert_allclose(probe.decision_function(S + 100.0, "per_set"), own, atol=1e-8)
+    train = probe.decision_function(S)  # "train": the training rows' mean_ and scale_
+    assert np.abs(train - own).max() > 0.1
+    assert np.abs(probe.decision_function(S + 100.0) - train).max() > 1.0
+    with pytest.raises(PddkitError, match="must be one of per_set, train"):
+        probe.decision_function(S, "global")
+    # through the model: each set (e.g. validation, test) standardised on its own
+    texts = toy_world.members[:4] + toy_world.nonmembers[:5]
+    A = activations(toy_lm.model, toy_lm.tokenizer, texts, batch_size=4)[:, 1]  # [9, d]
+    sets = [np.array([0, 4, 5]), np.array([1, 2, 3, 6, 7, 8])]
+    got, _ = probe_scores(toy_lm.model, toy_lm.tokenizer, texts, [probe], 4, sets=sets)
+    for rows in sets:
+        np.testing.assert_allclose(got[rows, 0], probe.decision_function(A[rows], "per_set"),
+                                   rtol=1e-5, atol=1e-5)
+    one, _ = probe_scores(toy_lm.model, toy_lm.tokenizer, texts, [probe], 4)
+    assert np.abs(one - got).max() > 1e-3  # the split changes the statistics
+    tr, _ = probe_scores(toy_lm.model, toy_lm.tokenizer, texts, [probe], 4, standardize="train")
+    np.testing.assert_allclose(tr[:, 0], probe.decision_function(A), rtol=1e-5, atol=1e-5)
+    with pytest.raises(PddkitError, match="at least 2 texts in a set"):
+        probe_scores(toy_lm.model, toy_lm.tokenizer, texts[:1], [probe], 4)
+
+
 def test_auxiliary_split_is_half_injected_and_stratified():
     injected, held_out = split_auxiliary(50, seed=3)
     assert injected.sum() == 25 and held_out.sum() == 10
@@ -108,8 +174,14 @@ def test_grid_has_one_probe_per_lr_and_layer_fitted_on_proxy_rows(toy_lm, toy_wo
     grid, cut = probe_scores(toy_lm.model, toy_lm.tokenizer, toy_world.members[:6], search.probes, 4)
     assert cut == 0
     assert grid.shape == (6, 2 * layers)
-    np.testing.assert_allclose(grid[:, layers], p.decision_function(target[:, 1]), rtol=1e-5)
-    prob = p.predict_proba(target[:, 1])  # the log-odds are the probability's logit
+    np.testing.assert_allclose(grid[:, layers], p.decision_function(target[:, 1], "per_set"),
+                               rtol=1e-5, atol=1e-6)
+    from sklearn.metrics import roc_auc_score  # held-out rows standardised as their own set
+
+    aux_auc = roc_auc_score(injected[held_out], p.decision_function(X[held_out, 1], "per_set"))
+    assert search.aux_val_auc[layers] == pytest.approx(aux_auc, abs=1e-6)
+    assert p.meta_["aux_val_auc"] == search.aux_val_auc[layers]
+    prob = p.predict_proba(target[:, 1], "per_set")  # the log-odds are the probability's logit
     np.testing.assert_allclose(1 / (1 + np.exp(-grid[:, layers])), prob, rtol=1e-6)
 
 
@@ -174,9 +246,14 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     meta = json.loads((tmp_path / "a" / "probe" / "probe.json").read_text())
     assert meta["lr_grid"] == [1e-3, 3e-3] and meta["proxy_lr"] in meta["lr_grid"]
-    assert 1 <= meta["layer"] <= 2 and 0 <= meta["aux_val_auc"] <= 1
+    assert 1 <= meta["layer"] <= 2 and meta["standardize"] == "per_set"
     res = json.loads((tmp_path / "a" / "results.json").read_text())
-    assert 0 <= res["methods"]["probe"]["metrics"]["auc"] <= 1
+    assert res["config"]["probe_standardize"] == "per_set"
+    from sklearn.metrics import roc_auc_score
+
+    scored = [json.loads(x) for x in (tmp_path / "a" / "scores.jsonl").read_text().splitlines()]
+    assert res["methods"]["probe"]["metrics"]["auc"] == pytest.approx(
+        roc_auc_score([r["label"] for r in scored], [r["probe"] for r in scored]), abs=1e-9)
     assert res["counts"]["truncated"]["probe_data"] == meta["aux_texts_cut"] == 1
     assert res["counts"]["truncated"]["probe"] == 0  # the texts under test all fit
     code = main([*args, "--probe-load", str(tmp_path / "a" / "probe"), "--output",
@@ -185,6 +262,13 @@ def test_probe_end_to_end_and_reload(toy_world, tmp_path, capsys):
     rows = [[json.loads(x)["probe"] for x in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
             for d in ("a", "b")]
     np.testing.assert_allclose(rows[0], rows[1], rtol=1e-6)  # the reloaded probe scores alike
+    code = main([*args, "--probe-load", str(tmp_path / "a" / "probe"), "--probe-standardize",
+                 "train", "--output", str(tmp_path / "c")])  # its saved mean_/scale_
+    assert code == 0, capsys.readouterr().err
+    res = json.loads((tmp_path / "c" / "results.json").read_text())
+    assert res["config"]["probe_standardize"] == "train"
+    train = [json.loads(x)["probe"] for x in (tmp_path / "c" / "scores.jsonl").read_text().splitlines()]
+    assert np.abs(np.array(train) - np.array(rows[0])).max() > 1e-3
 
 
 def test_probe_layer_and_lr_chosen_on_the_validation_split(toy_world, tmp_path, capsys):

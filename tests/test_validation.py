@@ -79,9 +79,12 @@ def test_val_data_file_and_bad_val_options(toy_world, tmp_path, capsys):
     assert res["methods"]["mink"]["metrics"]["n_members"] == 50  # the test file only
     one_class = tmp_path / "one.jsonl"
     one_class.write_text("\n".join(lines[:5]) + "\n")
-    for args, sentence in [(["--val-data", str(one_class)], "has only members"),
-                           (["--val-fraction", "0.01"], "leaves no non-member on one side")]:
-        code = main(["run", "--model", str(toy_world.target_dir), "--data", str(test), *args,
+    few = tmp_path / "few.jsonl"  # 40 members, 3 non-members: 10% of 3 rounds to none
+    few.write_text("\n".join(lines[:40] + lines[-3:]) + "\n")
+    for data, args, sentence in [(test, ["--val-data", str(one_class)], "has only members"),
+                                 (few, ["--val-fraction", "0.1"],
+                                  "leaves no non-member on one side (3 non-members)")]:
+        code = main(["run", "--model", str(toy_world.target_dir), "--data", str(data), *args,
                      "--methods", "mink", "--output", str(tmp_path / "x")])
         assert code == 1 and sentence in capsys.readouterr().err
 

@@ -34,7 +34,7 @@ class RunResult:
     notices: tuple[str, ...] = field(default_factory=tuple)
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
-    neighbors: tuple[tuple[str, ...], ...] | None = None  # generated neighbour texts per text
+    neighbors: object | None = None  # runner.neighbors.NeighborSets: per parameter set, per text
     probe: object | None = None  # runner.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
 
@@ -98,9 +98,7 @@ class RunResult:
         if self.probe_validated is not None:
             self.probe_validated.save(out / "probe-validated")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
-            with (out / "neighbors.jsonl").open("w") as fh:
-                for sid, nbs in zip(self.ids, self.neighbors):
-                    fh.write(json.dumps({"id": sid, "neighbors": list(nbs)}) + "\n")
+            self.neighbors.save(out / "neighbors.jsonl", self.ids)  # one line per (text, params)
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):
                 row = {"id": sid, "label": None if self.labels is None else self.labels[i]}

@@ -2,7 +2,10 @@
 of texts one word away (runner/neighbors.py makes them with a masked LM).
 
 Cost per text: one masked-LM forward over a batch of one copy per replaceable word, plus
-`n_neighbors` extra target-model texts in the batched statistics pass."""
+`n_neighbors` extra target-model texts in the batched statistics pass (per distinct
+(top_k, dropout, seed); calls that differ only in n_neighbors share them)."""
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -14,7 +17,23 @@ from pddkit.stats import Observation
                  summary="mean L(text) - mean over neighbours of mean L(neighbour)")
 def neighbor(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10, dropout: float = 0.7,
              seed: int = 0) -> float:
-    """Generation parameters (n_neighbors, top_k, dropout, seed) are read by the pipeline."""
-    assert obs.neighbors
+    """SPEC section 3: for each whole word position j of the text, the masked LM (dropout p
+    on the input embedding at j only, scaled by 1/(1-p)) gives candidates c != w_j, each a
+    whole word (a subword piece without the word-start marker is not a candidate), the
+    top_k per position; every (j, c) pair is ranked by p_j(c) / (1 - p_j(w_j)) and the
+    n_neighbors best pairs, each a single-word swap, are the neighbours.
+
+    Score = mean L(text) - mean over neighbours of mean L(neighbour).
+
+    `obs.neighbors` maps (top_k, dropout, seed) to the neighbours' statistics, best first
+    (the pipeline generates each distinct set once, for its largest n_neighbors); the first
+    n_neighbors are used. A plain tuple (hand-made observations) is used for any set."""
+    from pddkit.runner.neighbors import NeighborParams
+
+    nbs = obs.neighbors
+    if isinstance(nbs, Mapping):
+        nbs = nbs[NeighborParams(int(top_k), float(dropout), int(seed))]
+    nbs = nbs[:n_neighbors]
+    assert nbs
     own = float(np.mean(obs.target.L, dtype=np.float64))
-    return own - float(np.mean([np.mean(nb.L, dtype=np.float64) for nb in obs.neighbors]))
+    return own - float(np.mean([np.mean(nb.L, dtype=np.float64) for nb in nbs]))

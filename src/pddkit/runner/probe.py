@@ -2,13 +2,20 @@
 
 Auxiliary texts known to be absent from pre-training are split (by their labels, or at
 random) into a half injected into a proxy model (the target fine-tuned on them: all in
-one batch, 2 epochs) and a half that is not. Activations of the last token of the prompt
-below, at every transformer layer, from the proxy train one logistic-regression probe per
-layer (features standardised with the probe's own training rows only). Every (proxy
-learning rate, layer) pair is one grid point: by default the pair chosen on held-out
-auxiliary rows is used; with a labelled validation split the pipeline chooses among all
-of them instead. Texts under test are read by the *target* model; the score is the
-probe's member probability, reported as its log-odds (same ranking, no saturation at 1.0).
+one batch, 2 epochs) and a half that is not; the proxy is fine-tuned with float32 master
+weights whatever the model's dtype (SPEC section 3). Activations of the last token of the
+prompt below, at every transformer layer, from the proxy train one logistic-regression
+probe per layer. Every (proxy learning rate, layer) pair is one grid point: by default the
+pair chosen on held-out auxiliary rows is used; with a labelled validation split the
+pipeline chooses among all of them instead. Texts under test are read by the *target*
+model; the score is the probe's member probability, reported as its log-odds (same
+ranking, no saturation at 1.0).
+
+Standardisation (`STANDARDIZE`): "per_set" (default, as the authors' code, probing-lm-data
+run_probe.py, does it) standardises each set of activations (the probe's training rows,
+the held-out auxiliary rows, the validation texts, the texts under test) with its own
+mean and std, label-free; "train" scales every set with the probe's training rows'
+statistics (`mean_`, `scale_`), so a text's score does not depend on the other texts.
 """
 
 from __future__ import annotations
@@ -29,6 +36,19 @@ logger = logging.getLogger(__name__)
 
 PROMPT = "Here is a statement: {text}\nIs the above statement correct? Answer:"
 MIN_ROWS = 10
+STANDARDIZE = ("per_set", "train")
+EPS = 1e-6  # added to every std, so a constant feature scales to 0, not to inf
+
+
+def standardize_set(X: np.ndarray) -> np.ndarray:
+    """[N, d] -> [N, d] z-scores of a set of activations with its own mean and std."""
+    return (X - X.mean(0)) / (X.std(0) + EPS)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in STANDARDIZE:
+        raise PddkitError(f"probe standardisation must be one of {', '.join(STANDARDIZE)}, "
+                          f"not {mode!r}")
 
 
 def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model",
@@ -114,37 +134,72 @@ def activations(model, tokenizer, texts: Sequence[str], batch_size: int = 8,
 
 
 def probe_scores(model, tokenizer, texts: Sequence[str], probes: Sequence[LinearProbe],
-                 batch_size: int = 8, name: str = "model") -> tuple[np.ndarray, int]:
+                 batch_size: int = 8, name: str = "model", standardize: str = "per_set",
+                 sets: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, int]:
     """[N, G] member log-odds of every probe (each reads its own layer), from one forward
-    pass over the texts, and the number of texts cut to fit the context; no
-    [N, layers, d] array is kept. Log-odds rank exactly as the probability does, but do
-    not round to 1.0 (a tie) for the confident texts, as float probabilities do past ~37."""
-    out = []
+    pass over the texts, and the number of texts cut to fit the context. Log-odds rank
+    exactly as the probability does, but do not round to 1.0 (a tie) for the confident
+    texts, as float probabilities do past ~37.
+
+    `standardize="per_set"`: each set of texts (`sets`, index arrays that partition the
+    texts, e.g. validation and test; default all texts as one set) is standardised with
+    its own statistics, so the [N, layers read, d] activations are kept until the end;
+    "train": with the probe's training rows' statistics, batch by batch."""
+    _check_mode(standardize)
+    layers = sorted({p.layer_ for p in probes})
+    kept, out = [], []
     ids, cut = encode_prompts(model, tokenizer, texts, name)
     for h in _last_token_states(model, tokenizer, ids, batch_size, name):  # [B, L+1, d]
-        if max(p.layer_ for p in probes) >= h.shape[1]:
-            raise PddkitError(f"the probe reads layer {max(p.layer_ for p in probes)} but "
-                              f"{name} has {h.shape[1]}: was it trained for another model?")
-        out.append(np.stack([p.decision_function(h[:, p.layer_]) for p in probes], 1))  # [B, G]
-    return np.concatenate(out), cut
+        if layers[-1] >= h.shape[1]:
+            raise PddkitError(f"the probe reads layer {layers[-1]} but {name} has "
+                              f"{h.shape[1]}: was it trained for another model?")
+        if standardize == "train":
+            out.append(np.stack([p.decision_function(h[:, p.layer_]) for p in probes], 1))  # [B, G]
+        else:
+            kept.append(h[:, layers])  # [B, U, d], the layers the probes read
+    if standardize == "train":
+        return np.concatenate(out), cut
+    X = np.concatenate(kept)  # [N, U, d]
+    sets = [np.arange(len(texts))] if sets is None else [np.asarray(s) for s in sets]
+    if sorted(np.concatenate(sets).tolist()) != list(range(len(texts))):
+        raise ValueError("probe_scores: `sets` must partition the texts")
+    scores = np.empty((len(texts), len(probes)))  # [N, G]
+    for rows in sets:
+        if len(rows) < 2:
+            raise PddkitError(f"per-set standardisation of the probe's activations needs at least "
+                              f"2 texts in a set, not {len(rows)}; use the 'train' standardisation")
+        for g, p in enumerate(probes):
+            scores[rows, g] = p.decision_function(X[rows, layers.index(p.layer_)], "per_set")
+    return scores, cut
 
 
 def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: int = 2,
-                    lora: bool = False, lora_rank: int = 8, seed: int = 0, micro_batch: int = 8):
+                    lora: bool = False, lora_rank: int = 8, seed: int = 0, micro_batch: int = 8,
+                    master_dtype="float32"):
     """A copy of `model` fine-tuned on `texts` (prompted), all texts in one batch (one
     optimiser step per epoch on the mean loss over all their tokens, accumulated over
     micro-batches of `micro_batch` texts so memory stays bounded); with `lora`, low-rank
     adapters on every linear layer (peft) are trained instead. Seeded (dropout, adapter
-    init) without touching the caller's random state."""
+    init) without touching the caller's random state.
+
+    The weights AdamW updates are `master_dtype` (float32, SPEC section 3) whatever the
+    model's dtype: the whole copy is float32 and stays so for the activations, since
+    casting it back to bfloat16 would round away most of an lr-1e-4 update (a bfloat16
+    weight has 8 significant bits). With LoRA only the adapters are float32 (the frozen
+    base keeps the model's dtype). Full fine-tuning thus holds 16 bytes per parameter
+    (weights, gradients, two Adam moments); use LoRA for large models. `master_dtype=None`
+    trains in the model's own dtype (pure bfloat16 AdamW on a bfloat16 model: kept only to
+    show, in the tests, what float32 master weights change)."""
     import torch
 
     cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    dtype = None if master_dtype is None else getattr(torch, str(master_dtype).replace("torch.", ""))
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(seed)
-        return _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch)
+        return _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch, dtype)
 
 
-def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch):
+def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch, dtype):
     import torch
 
     proxy = copy.deepcopy(model)
@@ -155,6 +210,12 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch
             raise PddkitError("--probe-lora needs `pip install peft`") from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
+        if dtype is not None:
+            for p in proxy.parameters():
+                if p.requires_grad:
+                    p.data = p.data.to(dtype)  # the adapters: float32 master weights
+    elif dtype is not None:
+        proxy.to(dtype=dtype)  # exact for bfloat16 / float16 weights
     ids, _ = encode_prompts(model, tokenizer, texts, "the proxy model", warn=False)  # a subset
     # of the auxiliary texts, whose cuts train_probes reports once
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -187,24 +248,28 @@ class LinearProbe:
         """X [N, d] from `layer`; standardisation uses these (training) rows only."""
         from sklearn.linear_model import LogisticRegression
 
-        self.mean_ = X.mean(0)
-        self.scale_ = X.std(0) + 1e-6
+        self.mean_ = X.mean(0)  # [d]; the training rows standardised with their own statistics
+        self.scale_ = X.std(0) + EPS  # [d]
         clf = LogisticRegression(C=self.C, max_iter=2000).fit((X - self.mean_) / self.scale_, y)
         self.coef_, self.intercept_ = clf.coef_[0].copy(), float(clf.intercept_[0])
         self.layer_, self.proxy_lr_ = int(layer), float(proxy_lr)
         self.meta_ = dict(meta or {})
         return self
 
-    def decision_function(self, X: np.ndarray) -> np.ndarray:
-        """Member log-odds log(P / (1 - P)) from [N, d] activations of layer `layer_`."""
+    def decision_function(self, X: np.ndarray, standardize: str = "train") -> np.ndarray:
+        """Member log-odds log(P / (1 - P)) from [N, d] activations of layer `layer_`,
+        standardised with the training rows' `mean_`/`scale_` ("train") or as one set
+        with its own statistics ("per_set", label-free; `mean_`/`scale_` unused)."""
+        _check_mode(standardize)
         if X.shape[-1] != self.coef_.shape[0]:
             raise PddkitError(f"the probe expects {self.coef_.shape[0]}-wide activations, the "
                               f"model gives {X.shape[-1]}: was it trained for another model?")
-        return ((X - self.mean_) / self.scale_) @ self.coef_ + self.intercept_
+        Z = standardize_set(X) if standardize == "per_set" else (X - self.mean_) / self.scale_
+        return Z @ self.coef_ + self.intercept_
 
-    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+    def predict_proba(self, X: np.ndarray, standardize: str = "train") -> np.ndarray:
         """Member probability from [N, d] activations of layer `layer_`."""
-        return 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return 1.0 / (1.0 + np.exp(-self.decision_function(X, standardize)))
 
     def save(self, directory: str | Path) -> Path:
         d = Path(directory)
@@ -278,14 +343,17 @@ def split_auxiliary(n: int, seed: int = 0, injected: Sequence[int] | None = None
 
 def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float] = (1e-4, 1e-3),
                  seed: int = 0, lora: bool = False, batch_size: int = 8, epochs: int = 2,
-                 aux_labels: Sequence[int] | None = None) -> ProbeSearch:
+                 aux_labels: Sequence[int] | None = None,
+                 standardize: str = "per_set") -> ProbeSearch:
     """One proxy per learning rate; per transformer layer 1..L, a probe fitted on 80% of
-    the auxiliary rows and scored (AUC) on the other 20%. `aux_labels` (1 = inject)
-    replaces the random half. The embedding output (hidden_states[0]) is not a grid point:
+    the auxiliary rows and scored (AUC) on the other 20% (standardised as one set with its
+    own statistics, or with the training rows', per `standardize`). `aux_labels`
+    (1 = inject) replaces the random half. The embedding output (hidden_states[0]) is not a grid point:
     at the prompt's last token it holds the token ':' and, with learned absolute
     positions (GPT-2, OPT), the prompt's length, never anything about the text's content."""
     from sklearn.metrics import roc_auc_score
 
+    _check_mode(standardize)
     injected, held_out = split_auxiliary(len(aux_texts), seed, aux_labels)
     ids, cut = encode_prompts(model, tokenizer, aux_texts, "the proxy model")
     fit_rows = ~held_out
@@ -293,16 +361,17 @@ def train_probes(model, tokenizer, aux_texts: Sequence[str], lrs: Sequence[float
     for lr in lrs:
         proxy = fine_tune_proxy(model, tokenizer, [aux_texts[i] for i in np.flatnonzero(injected)],
                                 lr, epochs=epochs, lora=lora, seed=seed, micro_batch=batch_size)
-        X = activations(proxy, tokenizer, aux_texts, batch_size, "the proxy model", ids=ids)
+        X = activations(proxy, tokenizer, aux_texts, batch_size, "the proxy model", ids=ids)  # [N, L+1, d]
         del proxy
         for layer in range(1, X.shape[1]):  # X [N, L+1, d]; 0, the embeddings, is left out
             p = LinearProbe().fit(X[fit_rows, layer], injected[fit_rows], layer, lr,
                                   meta={"aux_texts": len(aux_texts), "aux_texts_cut": cut,
                                         "proxy_epochs": epochs, "lora": lora,
                                         "injected": int(injected.sum()),
-                                        "split": "labels" if aux_labels is not None else "random"})
+                                        "split": "labels" if aux_labels is not None else "random",
+                                        "standardize": standardize})
             aucs.append(float(roc_auc_score(injected[held_out],
-                                            p.predict_proba(X[held_out, layer]))))
+                                            p.decision_function(X[held_out, layer], standardize))))
             probes.append(p)
         logger.info("probe: proxy lr %g, held-out auxiliary AUC per layer 1..%d: %s", lr,
                     X.shape[1] - 1, " ".join(f"{a:.3f}" for a in aucs[1 - X.shape[1]:]))
