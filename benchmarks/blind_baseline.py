@@ -1,6 +1,7 @@
 """The blind baseline on the shared data: the stacked baseline (evaluation/blind.py) against
-the old word + character TF-IDF logistic regression alone, AUC with 95% bootstrap CI and
-seconds per data set.
+the old word + character TF-IDF logistic regression alone, and the stack with the opt-in
+fifth base model (greedy rare word selection, evaluation/blind_greedy.py), AUC with 95%
+bootstrap CI and seconds per data set.
 
     .venv/bin/python benchmarks/blind_baseline.py [--shared ../shared] [--bootstrap 1000]
 """
@@ -19,6 +20,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline, make_union
 
 from pddkit.evaluation.blind import BlindBaseline
+from pddkit.evaluation.blind_greedy import GRID
 from pddkit.evaluation.metrics import compute_metrics
 
 
@@ -50,7 +52,7 @@ def main() -> None:
     sets = [(f"WikiMIA-{n}", data / "wikimia" / f"WikiMIA_length{n}.jsonl") for n in (32, 64, 128, 256)]
     sets.append(("ArxivMIA", data / "arxivmia" / "arxiv_mia.jsonl"))
     print(f"{'data':12s} {'n':>5s}  {'old TF-IDF AUC [95% CI]':38s} {'s':>5s}  "
-          f"{'new stacked AUC [95% CI]':38s} {'s':>5s}")
+          f"{'new stacked AUC [95% CI]':38s} {'s':>5s}  {'stacked + greedy AUC [95% CI]':38s} {'s':>5s}")
     for name, path in sets:
         rows = [json.loads(line) for line in path.open()]
         texts = [r.get("text", r.get("input")) for r in rows]
@@ -61,12 +63,17 @@ def main() -> None:
         t0 = time.perf_counter()
         new = BlindBaseline().cross_val_scores(texts, y)
         t_new = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        greedy = BlindBaseline(greedy=GRID).cross_val_scores(texts, y)
+        t_greedy = time.perf_counter() - t0
         print(f"{name:12s} {len(y):5d}  {fmt(old, y, args.bootstrap):38s} {t_old:5.1f}  "
-              f"{fmt(new, y, args.bootstrap):38s} {t_new:5.1f}", flush=True)
+              f"{fmt(new, y, args.bootstrap):38s} {t_new:5.1f}  "
+              f"{fmt(greedy, y, args.bootstrap):38s} {t_greedy:5.1f}", flush=True)
         for field in sorted({r["field"] for r in rows if "field" in r}):
             sel = np.array([r.get("field") == field for r in rows])
             print(f"  {field:10s} {sel.sum():5d}  {fmt(old[sel], y[sel], args.bootstrap):38s} {'':5s}  "
-                  f"{fmt(new[sel], y[sel], args.bootstrap):38s}  (same out-of-fold scores, this field)")
+                  f"{fmt(new[sel], y[sel], args.bootstrap):38s} {'':5s}  "
+                  f"{fmt(greedy[sel], y[sel], args.bootstrap):38s}  (same out-of-fold scores, this field)")
 
 
 if __name__ == "__main__":

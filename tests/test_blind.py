@@ -15,7 +15,8 @@ from sklearn.pipeline import make_pipeline
 
 from pddkit.cli import main
 from pddkit.evaluation.blind import BlindBaseline, verdict
-from pddkit.evaluation.blind_features import date_features, years_in
+from pddkit.evaluation.blind_features import count_matrix, date_features, years_in
+from pddkit.evaluation.blind_greedy import GRID, flag_score, greedy_select
 from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
 
 
@@ -81,6 +82,37 @@ def test_fit_then_predict():
     model = BlindBaseline().fit(texts, labels)
     assert set(model.chosen_) == {"tfidf", "bow", "dates", "style"}
     assert model.chosen_["tfidf"] in model.tfidf_C and model.chosen_["dates"] in model.dates_C
+    p = model.predict_proba(["the cat", "a dog"])
+    assert p[0] > 0.5 > p[1]
+
+
+def test_greedy_rare_word_selection_by_hand():
+    """'zebra' is only in non-members: chosen first (and alone) for them; 'common' is in 4
+    documents of each class: never chosen; 'quasar' is only in members: chosen for them.
+    After the first choice no remaining word flags its class more than the other."""
+    non_members = ["zebra common", "zebra common", "zebra lamp", "zebra lamp", "common lamp",
+                   "common river", "river stone", "stone lamp", "river", "stone"]
+    members = ["common quasar", "common quasar", "quasar lamp", "common river", "common stone",
+               "lamp river", "lamp stone", "river", "stone", "lamp"]
+    docs, y = non_members + members, np.array([0] * 10 + [1] * 10)
+    X = count_matrix(docs, "word", (1, 1), lowercase=True)
+    vocab = sorted({w for d in docs for w in d.split()})
+    cols, w = greedy_select(X, y, target=0, min_df=2, k=10)
+    assert [vocab[c] for c in cols] == ["zebra"]
+    assert w[0] == pytest.approx(np.log(4.5 / 0.5))
+    mcols, _ = greedy_select(X, y, target=1, min_df=2, k=10)
+    assert [vocab[c] for c in mcols] == ["quasar"]
+    assert greedy_select(X, y, target=0, min_df=5, k=10)[0].size == 0  # zebra is in 4 docs
+    s = flag_score(X, cols, w)
+    assert s[0] == w[0] and s[4] == 0.0 and s[10] == 0.0
+    np.testing.assert_array_equal(cols, greedy_select(X, y, 0, 2, 10)[0])  # deterministic
+
+
+def test_greedy_base_model_in_the_stack():
+    texts = ["the cat sat", "a dog ran", "the cat ran", "a dog sat"] * 5
+    labels = [1, 0, 1, 0] * 5
+    model = BlindBaseline(greedy=GRID).fit(texts, labels)
+    assert model.chosen_["greedy"] in GRID
     p = model.predict_proba(["the cat", "a dog"])
     assert p[0] > 0.5 > p[1]
 

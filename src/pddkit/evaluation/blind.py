@@ -8,6 +8,10 @@ Four base models, stacked:
 - `style`: length and typography (blind_features.STYLE_NAMES), logistic regression (C grid);
 - `dates`: Das et al.'s date detection, the years and dates a text mentions
   (evaluation/blind_features.py), logistic regression (C from a grid).
+Opt-in fifth base model `greedy` (`greedy=blind_greedy.GRID`, (min_df, k) pairs from a grid):
+Das et al.'s greedy rare word selection (evaluation/blind_greedy.py). Off by default: on the
+shared data it lowered WikiMIA-32/64/128/256 by 0.000-0.008 and ArxivMIA by 0.002 (all within
+the CIs; benchmarks/blind_baseline.py), its signal being already in `tfidf` and `bow`.
 A meta logistic regression combines the base models' log-odds. Scores are out-of-fold
 member probabilities: outer stratified k-fold (grouped by document when groups are given);
 inside each outer training part, inner folds (grouped too) give every base model's
@@ -30,6 +34,7 @@ from scipy import sparse
 
 from pddkit.errors import PddkitError
 from pddkit.evaluation.blind_features import FoldTfidf, count_matrix, date_matrix, style_features
+from pddkit.evaluation.blind_greedy import GreedyWords
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +82,9 @@ def require_blind_data(labels: Sequence[int | None], name: str,
 class _Features:
     """The label-free matrices of all texts, computed once; models slice rows per fold."""
 
-    def __init__(self, texts: list[str], max_features: int) -> None:
+    def __init__(self, texts: list[str], max_features: int, word13: bool = False) -> None:
         self.word12 = count_matrix(texts, "word", (1, 2), lowercase=True)
+        self.word13 = count_matrix(texts, "word", (1, 3), lowercase=True) if word13 else None
         self.char35 = count_matrix(texts, "char_wb", (3, 5), lowercase=False)
         self.word12_bow = self.word12
         self.style = np.array([style_features(t) for t in texts])
@@ -178,7 +184,8 @@ class BlindBaseline:
     """`fit(texts, labels, groups) -> self`; `predict_proba(texts)`; `cross_val_scores(...)`.
 
     Grids are tuples of candidate values chosen per training part by `inner_splits`
-    inner folds; `meta_C` is the meta logistic regression's inverse regularisation.
+    inner folds (an empty `greedy` grid leaves that base model out); `meta_C` is the meta
+    logistic regression's inverse regularisation.
     """
 
     def __init__(self, n_splits: int = 5, inner_splits: int = 4,
@@ -186,6 +193,7 @@ class BlindBaseline:
                  bow_alpha: tuple[float, ...] = (0.1, 1.0),
                  dates_C: tuple[float, ...] = (0.1, 1.0),
                  style_C: tuple[float, ...] = (0.1, 1.0),
+                 greedy: tuple[tuple[int, int], ...] = (),
                  meta_C: float = 1.0, max_features: int = 50000, seed: int = 0) -> None:
         self.n_splits = n_splits
         self.inner_splits = inner_splits
@@ -193,14 +201,21 @@ class BlindBaseline:
         self.bow_alpha = bow_alpha
         self.dates_C = dates_C
         self.style_C = style_C
+        self.greedy = greedy
         self.meta_C = meta_C
         self.max_features = max_features
         self.seed = seed
 
     # -- one training part ------------------------------------------------------------------
     def _models(self, feats: _Features):
-        return [(_TfidfLR(feats), self.tfidf_C), (_BowNB(feats), self.bow_alpha),
-                (_DatesLR(feats), self.dates_C), (_StyleLR(feats), self.style_C)]
+        models = [(_TfidfLR(feats), self.tfidf_C), (_BowNB(feats), self.bow_alpha),
+                  (_DatesLR(feats), self.dates_C), (_StyleLR(feats), self.style_C)]
+        if self.greedy:
+            models.append((GreedyWords(feats.word13, self.greedy), self.greedy))
+        return models
+
+    def _features(self, texts: list[str]) -> _Features:
+        return _Features(texts, self.max_features, word13=bool(self.greedy))
 
     def _fit_part(self, feats: _Features, y: np.ndarray, train: np.ndarray,
                   groups: np.ndarray | None):
@@ -213,7 +228,7 @@ class BlindBaseline:
         inner = _folds(yt, None if groups is None else groups[train], self.inner_splits,
                        self.seed + 1)
         models = self._models(feats)
-        chosen: dict[str, float] = {}
+        chosen: dict[str, object] = {}
         meta = None
         if inner is not None:
             oof = {m.name: np.zeros((len(grid), len(train))) for m, grid in models}
@@ -252,7 +267,7 @@ class BlindBaseline:
         """Fit on all given texts (hyperparameters chosen by inner folds of them)."""
         self.texts_ = list(texts)
         y = np.asarray(labels)
-        feats = _Features(self.texts_, self.max_features)
+        feats = self._features(self.texts_)
         g = None if groups is None else np.asarray(groups)
         self.part_ = self._fit_part(feats, y, np.arange(len(y)), g)
         self.chosen_ = self.part_[0]
@@ -264,7 +279,7 @@ class BlindBaseline:
         chosen hyperparameters and see only the training texts' vocabulary."""
         texts = list(texts)
         n = len(self.texts_)
-        feats = _Features(self.texts_ + texts, self.max_features)
+        feats = self._features(self.texts_ + texts)
         chosen, meta, _, yt = self.part_
         train = np.arange(n)
         fitted = []
@@ -287,7 +302,7 @@ class BlindBaseline:
         if folds is None:
             raise PddkitError("the blind baseline needs at least 2 members and 2 non-members "
                               "(2 documents of each with groups)")
-        feats = _Features(texts, self.max_features)
+        feats = self._features(texts)
         scores = np.full(len(texts), np.nan)
         self.chosen_per_fold_ = []
         for train, test in folds:
