@@ -6,6 +6,7 @@ import random
 
 import numpy as np
 import pytest
+from cli_helpers import run_cli, write_jsonl
 from conftest import shared_path
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
@@ -13,7 +14,6 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 
-from pddkit.cli import main
 from pddkit.evaluation.blind import BlindBaseline, verdict
 from pddkit.evaluation.blind_features import count_matrix, date_features, years_in
 from pddkit.evaluation.blind_greedy import GRID, flag_score, greedy_select
@@ -183,17 +183,6 @@ def test_wikimia_targets(length):
     texts, y = wikimia(length)
     auc = roc_auc_score(y, BlindBaseline().cross_val_scores(texts, y))
     assert auc >= 0.99, auc
-
-
-def run_cli(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def test_cli_blind_end_to_end(tmp_path, capsys):

@@ -9,15 +9,8 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from cli_helpers import run_cli
 from conftest import shared_path
-
-from pddkit.cli import main
-
-
-def run_cli(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def read_scores(path):

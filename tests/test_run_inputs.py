@@ -7,19 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-
-from pddkit.cli import main
-
-
-def run_cli(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def write_jsonl(path, rows):
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
+from cli_helpers import run_cli, write_jsonl
 
 
 def test_zlib_and_lowercase_use_the_scored_span_of_a_truncated_text(toy_world, toy_lm, tmp_path,
