@@ -1,0 +1,40 @@
+"""The statistics cache: per-text TokenStats keyed by model fingerprint and token ids.
+
+    store = StatsStore.open(directory)           # creates it; one sentence if unusable
+    backend = CachingBackend(backend, store)     # same Backend protocol
+    backend.hits, backend.misses                 # texts per pass (desc)
+    backend.close()                              # write what is buffered (also at exit)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pddkit.cache.caching import CachingBackend
+from pddkit.cache.fingerprint import (
+    fingerprint_of,
+    hf_fingerprint,
+    tokenizer_digest,
+    weights_digest,
+)
+from pddkit.cache.store import VERSION, CacheInfo, ModelCount, StatsStore, text_key
+
+
+def cache_info(path: str | os.PathLike) -> CacheInfo:
+    """What the cache directory `path` holds (`pddkit cache info DIR`)."""
+    from pddkit.cache.store import directory_info
+
+    return directory_info(Path(path).expanduser())
+
+
+def cache_clear(path: str | os.PathLike) -> int:
+    """Remove the cache's own files from `path` (`pddkit cache clear DIR`); returns how many."""
+    from pddkit.cache.store import clear_directory
+
+    return clear_directory(Path(path).expanduser())
+
+
+__all__ = ["VERSION", "CacheInfo", "CachingBackend", "ModelCount", "StatsStore", "cache_clear",
+           "cache_info", "fingerprint_of", "hf_fingerprint", "text_key", "tokenizer_digest",
+           "weights_digest"]
