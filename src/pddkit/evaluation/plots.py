@@ -23,36 +23,65 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def roc_png(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool) -> bytes:
-    """One ROC curve per method; log-log axes show the low-FPR regime."""
-    from sklearn.metrics import roc_curve
+# Okabe-Ito without black (kept for the blind baseline); 7 colours and 4 line styles are
+# coprime, so the first 28 methods each get their own (colour, style) pair
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+LINESTYLES = ("-", "--", "-.", ":")
+BLIND_STYLE = {"color": "#000000", "linestyle": (0, (5, 2, 1, 2, 1, 2))}
+
+
+def method_styles(names) -> dict[str, dict]:
+    """Colour-blind-safe colour and line style per method; the blind baseline in black."""
+    out, i = {}, 0
+    for name in names:
+        if name == "blind":
+            out[name] = dict(BLIND_STYLE)
+            continue
+        out[name] = {"color": OKABE_ITO[i % len(OKABE_ITO)],
+                     "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+        i += 1
+    return out
+
+
+def roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool):
+    """The ROC figure (open; roc_png renders and closes it): legend with each AUC,
+    outside the axes on the right."""
+    from sklearn.metrics import roc_auc_score, roc_curve
 
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig, ax = plt.subplots(figsize=(7.6, 5))
+    styles = method_styles(scores)
     for name, s in scores.items():
         fpr, tpr, _ = roc_curve(labels, s, drop_intermediate=False)
-        style = {"linestyle": "--", "color": "grey"} if name == "blind" else {}
-        ax.plot(fpr, tpr, label=name, linewidth=1.4, **style)
+        auc = roc_auc_score(labels, s)
+        ax.plot(fpr, tpr, label=f"{name} (AUC {auc:.3f})", linewidth=1.6, **styles[name])
     n_neg = int((labels == 0).sum())
+    chance = {"color": "#999999", "linewidth": 0.6, "linestyle": ":"}
     if loglog:
         lo = min(0.01, 1.0 / max(n_neg, 1))  # down to one false positive
         grid = np.logspace(np.log10(lo), 0, 50)
-        ax.plot(grid, grid, color="black", linewidth=0.6, linestyle=":")
+        ax.plot(grid, grid, **chance)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(lo, 1)
         ax.set_ylim(lo, 1.05)
         ax.set_title("ROC (log-log: low false-positive rates)")
     else:
-        ax.plot([0, 1], [0, 1], color="black", linewidth=0.6, linestyle=":")
+        ax.plot([0, 1], [0, 1], **chance)
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.01)
         ax.set_title("ROC")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              ncol=1 if len(scores) <= 16 else 2, handlelength=3.2, frameon=False)
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig
+
+
+def roc_png(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool) -> bytes:
+    """One ROC curve per method; log-log axes show the low-FPR regime."""
+    return _png(roc_figure(labels, scores, loglog))
 
 
 def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
@@ -68,8 +97,8 @@ def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
         if hi - lo <= pad:  # (nearly) constant scores: one visible bar, not an error
             lo, hi = lo - pad, hi + pad
         bins = np.linspace(lo, hi, 31)
-        ax.hist(s[labels == 1], bins=bins, alpha=0.55, label="members", color="tab:red")
-        ax.hist(s[labels == 0], bins=bins, alpha=0.55, label="non-members", color="tab:blue")
+        ax.hist(s[labels == 1], bins=bins, alpha=0.55, label="members", color="#D55E00")
+        ax.hist(s[labels == 0], bins=bins, alpha=0.55, label="non-members", color="#0072B2")
         ax.set_title(name, fontsize=10)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
@@ -85,15 +114,16 @@ def lines_png(x_label: str, x_values: list, series: dict[str, list[float]], titl
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     pos = np.arange(len(x_values))
+    styles = method_styles(series)
     for name, ys in series.items():
-        style = {"linestyle": "--", "color": "grey"} if name == "blind" else {"marker": "o"}
-        ax.plot(pos, ys, label=name, **style)
+        ax.plot(pos, ys, label=name, marker=None if name == "blind" else "o", **styles[name])
     ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
     ax.set_xticks(pos, [str(v) for v in x_values])
     ax.set_xlabel(x_label)
     ax.set_ylabel("AUC")
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              handlelength=3.2, frameon=False)
     ax.grid(alpha=0.3)
     return _png(fig)
 
