@@ -1,0 +1,111 @@
+"""An OpenAI-compatible /v1/completions server on 127.0.0.1 for tests: it answers with the
+prompt log-probabilities of a local causal LM (token ids in, echo + logprobs out), and can
+be told to misbehave the way real servers do (5xx, no answer, no log-probabilities, 401)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODES = ("ok", "vllm", "no_generated", "fail500", "hang", "no_logprobs", "401", "404")
+
+
+@dataclass
+class Behaviour:
+    """What the server does with the next requests (tests set it; `requests` records them)."""
+
+    mode: str = "ok"
+    failures: int = 2  # fail500: this many HTTP 500 answers, then normal ones
+    hang_s: float = 5.0  # hang: wait this long (or until the server stops) before answering
+    requests: list[dict] = field(default_factory=list)  # {"path", "headers", "body"}
+
+
+class FakeOpenAIServer:
+    """Serves `model` (a transformers causal LM on CPU) as `name`; `with` starts and stops it."""
+
+    def __init__(self, model, name: str = "tiny") -> None:
+        self.model, self.name = model, name
+        self.behaviour = Behaviour()
+        self._lock = threading.Lock()  # one forward at a time, counters updated atomically
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                status, answer = server.answer(self.path, dict(self.headers), body)
+                if status is None:  # hang: the client has given up by now
+                    return
+                data = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def log_message(self, format, *args) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.api_base = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def reset(self, mode: str = "ok", **settings) -> Behaviour:
+        assert mode in MODES, mode
+        self.behaviour = Behaviour(mode=mode, **settings)
+        return self.behaviour
+
+    def answer(self, path: str, headers: dict, body: dict):
+        b = self.behaviour
+        with self._lock:
+            b.requests.append({"path": path, "headers": headers, "body": body})
+            count = len(b.requests)
+        if path != "/v1/completions" or body.get("model") != self.name or b.mode == "404":
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
+        if b.mode == "401":
+            return 401, {"error": {"message": "Incorrect API key provided."}}
+        if b.mode == "fail500" and count <= b.failures:
+            return 500, {"error": {"message": "internal error"}}
+        if b.mode == "hang":
+            self._stop.wait(b.hang_s)
+            return None, None
+        prompt = [int(t) for t in body["prompt"]]
+        logprobs, gen_lp = self.score(prompt)
+        text = {"index": 0, "text": "", "finish_reason": "length"}
+        if b.mode == "no_logprobs":
+            choice = {**text, "logprobs": None}
+        elif b.mode == "vllm":  # vLLM's extra field, next to a null `logprobs`
+            entries = [None] + [{str(t): {"logprob": lp, "rank": 1, "decoded_token": "?"}}
+                                for t, lp in zip(prompt[1:], logprobs)]
+            choice = {**text, "logprobs": None, "prompt_logprobs": entries}
+        else:
+            values = [None, *logprobs] + ([] if b.mode == "no_generated" else [gen_lp])
+            choice = {**text, "logprobs": {"token_logprobs": values, "tokens": [],
+                                           "top_logprobs": [], "text_offset": []}}
+        return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
+                     "choices": [choice]}
+
+    def score(self, prompt: list[int]):
+        """log P(prompt[t] | prompt[:t]) for t >= 1, and log P of the greedy next token."""
+        import torch
+
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([prompt])).logits[0].float()
+            logp = torch.log_softmax(logits, dim=-1)  # [T, V]
+            L = logp[:-1].gather(1, torch.tensor(prompt[1:])[:, None])[:, 0]
+            return [float(x) for x in L], float(logp[-1].max())

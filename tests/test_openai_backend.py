@@ -1,0 +1,192 @@
+"""The `openai` backend against an OpenAI-compatible server started on 127.0.0.1
+(tests/openai_server.py) that serves a tiny GPT-2's prompt log-probabilities: the same L as
+the `hf` backend on the same model, retries, and one sentence for each failure."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import numpy as np
+import pytest
+from conftest import gutenberg_paragraphs, shared_path
+from openai_server import FakeOpenAIServer
+
+from pddkit.backends import BackendSpec, get_backend, token_stats
+from pddkit.errors import PddkitError
+
+KEY_ENV, KEY = "PDDKIT_TEST_OPENAI_KEY", "sk-test-0123456789-secret"
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from pddkit.sandbox.training import gpt2_tokenizer
+
+    return gpt2_tokenizer(shared_path("tokenizers", "gpt2"))
+
+
+@pytest.fixture(scope="module")
+def model(tok):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)  # untrained, deterministic; a wide init so the log-probs vary
+    m = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=2, n_embd=32, n_head=2,
+                                   n_positions=256, initializer_range=0.5))
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    with FakeOpenAIServer(model, name="tiny") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return [*gutenberg_paragraphs(5, seed=11), "A short one."]
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    return KEY
+
+
+def api(server, tok, *, api_base=None, **options):
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    options = {"api_key_env": KEY_ENV, "backoff": 0.01, **options}
+    return OpenAIBackend("tiny", api_base or server.api_base, tok, **options)
+
+
+def one_sentence(err: pytest.ExceptionInfo, *, contains: str) -> str:
+    msg = str(err.value)
+    assert contains in msg, msg
+    assert "\n" not in msg and "Traceback" not in msg and ". " not in msg, msg
+    assert KEY not in msg
+    return msg
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("mode", ["ok", "vllm", "no_generated"])
+def test_l_equals_the_hf_backend_on_the_same_model(server, model, tok, texts, key, mode):
+    from pddkit.backends.hf import HFBackend
+    from pddkit.runner.loading import LoadedModel
+
+    hf = HFBackend(LoadedModel(model, tok, "tiny", "cpu", "float32"), batch_size=4,
+                   max_length=100)
+    want = token_stats(hf, texts)
+    b = server.reset(mode)
+    got = token_stats(api(server, tok, max_length=100, concurrency=3), texts)
+    assert [s.truncated for s in got] == [s.truncated for s in want]
+    assert any(s.truncated for s in got) and not all(s.truncated for s in got)
+    assert len({len(s) for s in got}) >= 3  # different lengths
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.ids, w.ids)
+        assert g.L.dtype == np.float32 and np.isfinite(g.L).all()
+        np.testing.assert_allclose(g.L, w.L, rtol=0, atol=1e-5)
+        assert np.isnan(g.H).all() and np.isnan(g.M2).all()
+    assert np.std(np.concatenate([s.L for s in got])) > 0.5  # the comparison means something
+    # what went over the wire: token ids after the start token, the key as a Bearer header
+    assert len(b.requests) == len(texts)
+    start = tok.eos_token_id if tok.bos_token_id is None else tok.bos_token_id
+    sent = sorted(tuple(r["body"]["prompt"]) for r in b.requests)
+    assert sent == sorted((start, *map(int, s.ids)) for s in want)
+    for r in b.requests:
+        assert r["path"] == "/v1/completions"
+        assert {k: r["body"][k] for k in ("model", "echo", "logprobs", "max_tokens", "temperature")} \
+            == {"model": "tiny", "echo": True, "logprobs": 1, "max_tokens": 1, "temperature": 0}
+        assert r["headers"]["Authorization"] == f"Bearer {KEY}"
+
+
+def test_two_server_errors_then_success_is_retried(server, tok, texts, key, caplog):
+    b = server.reset("fail500", failures=2)
+    with caplog.at_level(logging.DEBUG):
+        [stats] = token_stats(api(server, tok, max_retries=3), texts[-1:])
+    assert len(b.requests) == 3 and len(stats) == len(tok(texts[-1])["input_ids"])
+    assert "HTTP 500; retrying" in caplog.text and KEY not in caplog.text
+
+
+def test_a_server_that_never_answers_is_one_sentence(server, tok, texts, key, caplog):
+    b = server.reset("hang", hang_s=3.0)
+    with caplog.at_level(logging.DEBUG), pytest.raises(PddkitError) as err:
+        token_stats(api(server, tok, timeout=0.5, max_retries=1), texts[-1:])
+    one_sentence(err, contains=f"the server at {server.api_base}/completions did not answer "
+                               "within 0.5 s (2 attempts)")
+    assert len(b.requests) == 2 and KEY not in caplog.text
+
+
+def test_a_server_without_prompt_logprobs_is_one_sentence(server, tok, texts, key):
+    server.reset("no_logprobs")
+    with pytest.raises(PddkitError) as err:
+        token_stats(api(server, tok), texts[:3])
+    one_sentence(err, contains="does not return prompt log-probabilities (echo with logprobs, "
+                               "or vLLM's prompt_logprobs)")
+
+
+def test_a_rejected_key_is_one_sentence_naming_the_variable(server, tok, texts, key, caplog):
+    b = server.reset("401")
+    with caplog.at_level(logging.DEBUG), pytest.raises(PddkitError) as err:
+        token_stats(api(server, tok), texts[:2])
+    one_sentence(err, contains=f"rejected the API key from {KEY_ENV} (HTTP 401)")
+    assert len(b.requests) <= 2 and KEY not in caplog.text  # never retried
+
+
+def test_no_key_set_sends_no_header_and_401_says_to_set_it(server, tok, texts, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    b = server.reset("401")
+    with pytest.raises(PddkitError) as err:
+        token_stats(api(server, tok), texts[-1:])
+    one_sentence(err, contains=f"needs an API key (HTTP 401): set {KEY_ENV}")
+    assert "Authorization" not in b.requests[0]["headers"]
+
+
+def test_an_unknown_model_is_one_sentence(server, tok, texts, key):
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    server.reset("ok")
+    backend = OpenAIBackend("nope", server.api_base, tok, api_key_env=KEY_ENV)
+    with pytest.raises(PddkitError) as err:
+        token_stats(backend, texts[-1:])
+    one_sentence(err, contains="model nope or the completions endpoint was not found at "
+                               f"{server.api_base}/completions (HTTP 404)")
+
+
+def test_an_unreachable_server_is_one_sentence_naming_the_url(tok, texts, key, caplog):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with caplog.at_level(logging.DEBUG), pytest.raises(PddkitError) as err:
+        token_stats(api(None, tok, api_base=url, max_retries=2), texts[-1:])
+    one_sentence(err, contains=f"could not reach the server at {url}/completions after 3 attempts")
+    assert KEY not in caplog.text
+
+
+def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_path):
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    tok.save_pretrained(tmp_path / "tok")
+    server.reset("ok")
+    backend = OpenAIBackend.load("tiny", api_base=server.api_base + "/", tokenizer=str(tmp_path / "tok"),
+                                 api_key_env=KEY_ENV, api_concurrency=2, max_length=20)
+    assert get_backend("openai") is OpenAIBackend and backend.kind == "openai"
+    caps = backend.capabilities
+    assert not (caps.full_distribution or caps.hidden_states or caps.local_model)
+    spec = backend.spec
+    assert spec.kind == "openai" and spec.model == "tiny" and spec.option("api_key_env") == KEY_ENV
+    assert KEY not in repr(spec) and KEY not in repr(backend) and KEY not in backend.fingerprint()
+    again = BackendSpec(spec.kind, spec.model, spec.options).build()
+    assert again.fingerprint() == backend.fingerprint()
+    other = OpenAIBackend("tiny", "http://127.0.0.1:1/v1", tok)
+    assert other.fingerprint() != backend.fingerprint()
+    [stats] = token_stats(backend, texts[:1])
+    assert len(stats) == 19 and stats.truncated
+    assert backend.decode(stats.ids.tolist()) == tok.decode(tok(texts[0])["input_ids"][:19])
+    with pytest.raises(PddkitError, match="needs api_base"):
+        OpenAIBackend.load("tiny", tokenizer=str(tmp_path / "tok"))
+    with pytest.raises(PddkitError, match="must be an http"):
+        OpenAIBackend("tiny", "127.0.0.1:8000", tok)
