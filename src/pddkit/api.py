@@ -1,74 +1,144 @@
 """Python API: `score(texts, model=...)` -> {method: scores} and
-`evaluate(texts, labels, model=...)` -> RunResult with metrics; the options of
-`pddkit run` as explicit keyword arguments."""
+`evaluate(texts, labels, model=...)` -> RunResult with metrics; every option of
+`pddkit run` as an explicit keyword argument (engine.config.RunConfig's fields).
+
+`model` (and `ref_model`) may be what a Hugging Face user holds: a local directory or a
+hub id, a loaded `PreTrainedModel` with `tokenizer=` (or a `(model, tokenizer)` pair), a
+`runner.loading.LoadedModel`, or any `backends.Backend`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 
 import numpy as np
 
 from pddkit.data.samples import Dataset, Sample, make_dataset
+from pddkit.engine.config import RunConfig
 from pddkit.errors import PddkitError
 from pddkit.evaluation.results import RunResult
-from pddkit.pipeline import RunConfig, run_dataset
 
 
-def _dataset(texts: Sequence[str], labels: Sequence[int] | None) -> Dataset:
+def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[str] | None,
+             groups: Sequence[str | None] | None) -> Dataset:
     if isinstance(texts, str):
         raise PddkitError("texts must be a list of strings, not one string")
-    if labels is not None and len(labels) != len(texts):
-        raise PddkitError(f"{len(texts)} texts but {len(labels)} labels")
+    for what, values in (("labels", labels), ("ids", ids), ("groups", groups)):
+        if values is not None and len(values) != len(texts):
+            raise PddkitError(f"{len(texts)} texts but {len(values)} {what}")
     samples = []
     for i, t in enumerate(texts):
+        name = f"text {i}" if ids is None else f"text {i} (id {ids[i]})"
         if not isinstance(t, str) or not t.strip():
-            raise PddkitError(f"text {i} is empty, whitespace only or not a string")
+            raise PddkitError(f"{name} is empty, whitespace only or not a string")
         lab = None if labels is None else int(labels[i])
         if lab not in (None, 0, 1):
-            raise PddkitError(f"text {i} has label {labels[i]!r}; labels must be 0 or 1")
-        samples.append(Sample(id=str(i), text=t, label=lab, source=f"text {i}"))
+            raise PddkitError(f"{name} has label {labels[i]!r}; labels must be 0 or 1")
+        samples.append(Sample(id=str(i) if ids is None else str(ids[i]), text=t, label=lab,
+                              source=name, group=None if groups is None else groups[i]))
     return make_dataset("texts", samples, [])
 
 
-def score(texts: Sequence[str], model, methods: str = "all", *, ref_model=None,
-          freq: str | None = None, mask_model: str | None = None, probe_data: str | None = None,
+def _model(model, tokenizer, role: str):
+    """A name (loaded later), or a model object made into a LoadedModel / Backend."""
+    from pddkit.backends.base import Backend
+    from pddkit.runner.loading import LoadedModel
+
+    if isinstance(model, tuple) and len(model) == 2:
+        model, tokenizer = model
+    if model is None or isinstance(model, (str, LoadedModel, Backend)):
+        if tokenizer is not None:
+            raise PddkitError(f"{role}: give a tokenizer only with a loaded Hugging Face model "
+                              "(a name, a LoadedModel or a backend brings its own)")
+        return model
+    if not hasattr(model, "forward") or not hasattr(model, "config"):
+        raise PddkitError(f"{role} must be a path, a hub id, a loaded Hugging Face model with "
+                          f"its tokenizer, or a (model, tokenizer) pair, not {type(model).__name__}")
+    if tokenizer is None:
+        raise PddkitError(f"{role} is a loaded model: pass its tokenizer too (tokenizer=... or "
+                          "a (model, tokenizer) pair)")
+    param = next(model.parameters())
+    return LoadedModel(model.eval(), tokenizer,
+                       getattr(model, "name_or_path", "") or type(model).__name__,
+                       str(param.device), str(param.dtype).replace("torch.", ""))
+
+
+def _name(model) -> str | None:
+    return model if model is None or isinstance(model, str) else model.name
+
+
+def _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups, val_data,
+         options: dict) -> RunResult:
+    from pddkit import progress
+    from pddkit.engine.run import run_dataset
+
+    if not progress.enabled():  # transformers' own bars follow PDDKIT_PROGRESS too
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    target = _model(model, tokenizer, "model")
+    reference = _model(ref_model, ref_tokenizer, "ref_model")
+    names = {f.name for f in fields(RunConfig)} - {"model", "ref_model"}
+    cfg = RunConfig(model=_name(target), ref_model=_name(reference),
+                    **{k: v for k, v in options.items() if k in names})
+    val_dataset = None
+    if val_data is not None:
+        from pddkit.data.jsonl import load_jsonl
+
+        val_dataset = load_jsonl(val_data, name="val_data", on_invalid=cfg.on_invalid)
+    return run_dataset(_dataset(texts, labels, ids, groups), cfg,
+                       model=None if isinstance(target, str) else target,
+                       ref_model=None if reference is None or isinstance(reference, str) else reference,
+                       val_dataset=val_dataset)
+
+
+def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
+          ids: Sequence[str] | None = None, groups: Sequence[str | None] | None = None,
+          ref_model=None, ref_tokenizer=None, backend: str = "hf", api_base: str | None = None,
+          api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
+          cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
+          neighbors_file: str | None = None, probe_data: str | None = None,
           probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
-          probe_standardize: str = "per_set", batch_size: int = 8, max_length: int | None = None,
-          device: str = "auto", dtype: str = "auto", seed: int = 0) -> dict[str, np.ndarray]:
+          probe_lora: bool = False, probe_standardize: str = "per_set", batch_size: int = 8,
+          max_length: int | None = None, padding_side: str = "right", device: str = "auto",
+          dtype: str = "auto", trust_remote_code: bool = False, local_files_only: bool = False,
+          on_invalid: str = "error", engine: str = "local", ray_address: str | None = None,
+          actors: int = 1, gpus_per_actor: float = 0.0, seed: int = 0) -> dict[str, np.ndarray]:
     """Scores per method (higher = more likely a member) for `texts` under `model`.
 
-    `model` and `ref_model`: a local directory, a hub id, or a `LoadedModel`.
-    `mask_model` (a fill-mask model) enables `neighbor`; `probe_data` (a JSONL of texts
-    absent from pre-training) or `probe_load` (a saved probe folder) enables `probe`;
-    `probe_standardize` "per_set" standardises the texts' activations with their own
-    statistics (so a text's probe score depends on the texts scored with it), "train" with
-    the probe's training rows'.
+    `mask_model` (a fill-mask model) enables `neighbor` (`neighbors_file` reuses saved
+    neighbours); `probe_data` (a JSONL of texts absent from pre-training) or `probe_load`
+    (a saved probe folder) enables `probe`; `probe_standardize` "per_set" standardises
+    the texts' activations with their own statistics (so a text's probe score depends on
+    the texts scored with it), "train" with the probe's training rows'. `cache` (a folder)
+    keeps every pass's statistics, so a rerun does no forward pass for texts it has seen.
     """
-    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
-                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
-                    mask_model=mask_model, probe_data=probe_data, probe_load=probe_load,
-                    probe_lrs=tuple(probe_lrs), probe_standardize=probe_standardize,
-                    batch_size=batch_size, max_length=max_length,
-                    device=device, dtype=dtype, seed=seed)
-    return run_dataset(_dataset(texts, None), cfg, model=model, ref_model=ref_model).scores()
+    options = dict(locals())
+    options["probe_lrs"] = tuple(probe_lrs)
+    return _run(texts, None, model, tokenizer, ref_model, ref_tokenizer, ids, groups, None,
+                {**options, "blind": False}).scores()
 
 
 def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = "all", *,
-             ref_model=None, freq: str | None = None, mask_model: str | None = None,
-             probe_data: str | None = None, probe_load: str | None = None,
-             probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_standardize: str = "per_set",
-             val_fraction: float | None = None,
-             batch_size: int = 8, max_length: int | None = None, device: str = "auto",
-             dtype: str = "auto", n_bootstrap: int = 1000, seed: int = 0,
-             blind: bool = True) -> RunResult:
+             tokenizer=None, ids: Sequence[str] | None = None,
+             groups: Sequence[str | None] | None = None, ref_model=None, ref_tokenizer=None,
+             backend: str = "hf", api_base: str | None = None,
+             api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
+             cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
+             neighbors_file: str | None = None, probe_data: str | None = None,
+             probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
+             probe_lora: bool = False, probe_standardize: str = "per_set",
+             val_fraction: float | None = None, val_data: str | None = None,
+             batch_size: int = 8, max_length: int | None = None, padding_side: str = "right",
+             device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
+             local_files_only: bool = False, on_invalid: str = "error", engine: str = "local",
+             ray_address: str | None = None, actors: int = 1, gpus_per_actor: float = 0.0,
+             n_bootstrap: int = 1000, seed: int = 0, blind: bool = True) -> RunResult:
     """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
-    With `val_fraction`, hyperparameters are chosen on that stratified share and every
-    metric is measured on the rest (`RunResult.validation`)."""
-    cfg = RunConfig(model=getattr(model, "name", model), methods=methods,
-                    ref_model=getattr(ref_model, "name", ref_model), freq=freq,
-                    mask_model=mask_model, probe_data=probe_data, probe_load=probe_load,
-                    probe_lrs=tuple(probe_lrs), probe_standardize=probe_standardize,
-                    val_fraction=val_fraction,
-                    batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
-                    n_bootstrap=n_bootstrap, seed=seed, blind=blind)
-    return run_dataset(_dataset(texts, labels), cfg, model=model, ref_model=ref_model)
+    With `val_fraction` (or `val_data`, a labelled JSONL), hyperparameters are chosen on
+    the validation texts and every metric is measured on the rest (`RunResult.validation`);
+    `groups` (the document each text was cut from) keeps a document on one side."""
+    options = dict(locals())
+    options["probe_lrs"] = tuple(probe_lrs)
+    return _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups, val_data,
+                options)

@@ -56,7 +56,27 @@ def _model_options(fn):
 
 
 @cli.command()
-@click.option("--model", required=True, help="Target model: local directory or hub id.")
+@click.option("--model", required=True,
+              help="Target model: local directory or hub id (--backend openai: the served name).")
+@click.option("--backend", default="hf", show_default=True, type=click.Choice(["hf", "openai"]),
+              help="hf: a causal LM loaded here; openai: an OpenAI-compatible server (--api-base).")
+@click.option("--api-base", default=None,
+              help="The server's URL for --backend openai, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+              help="Environment variable holding the API key (the key is never logged or saved).")
+@click.option("--tokenizer", default=None,
+              help="Tokenizer (directory or hub id) of the served model [default: --model].")
+@click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model.")
+@click.option("--cache", type=click.Path(), default=None, envvar="PDDKIT_CACHE",
+              help="Statistics cache folder: a rerun recomputes only what it lacks [env PDDKIT_CACHE].")
+@click.option("--engine", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+              help="Where the statistics passes run: this process, or Ray actors (pddkit[ray]).")
+@click.option("--ray-address", default=None, help="An existing Ray cluster (default: start one here).")
+@click.option("--actors", default=1, show_default=True, type=int,
+              help="Ray actors, each with its own copy of the model.")
+@click.option("--gpus-per-actor", default=0.0, show_default=True, type=float)
+@click.option("--limit", default=None, type=int,
+              help="Score only this many texts (a seeded sample, both classes kept) for a quick try.")
 @click.option("--ref-model", default=None, help="Reference model for `ref`.")
 @click.option("--freq", type=click.Path(), default=None,
               help="Frequency table for `dcpdd` (from `pddkit freq build`).")
@@ -102,15 +122,23 @@ def _model_options(fn):
 @click.option("--overwrite", is_flag=True,
               help="Replace the pddkit results already in --output (else such a folder is refused).")
 @_model_options
-def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batch_size,
-        max_length, padding_side, on_invalid, n_bootstrap, seed, val_fraction, val_data,
+def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engine, ray_address,
+        actors, gpus_per_actor, limit, ref_model, freq, data,
+        benchmark, data_dir, methods, output, batch_size, max_length, padding_side, on_invalid,
+        n_bootstrap, seed, val_fraction, val_data,
         mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
         no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit import output_dir
     from pddkit.data import load_benchmark, load_jsonl
-    from pddkit.evaluation.table import metrics_table, validation_table
-    from pddkit.pipeline import RunConfig, run_dataset
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
+    from pddkit.evaluation.table import (
+        metrics_table,
+        scored_line,
+        unlabelled_summary,
+        validation_table,
+    )
 
     if (data is None) == (benchmark is None):
         raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
@@ -120,7 +148,14 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
     if dataset.skipped:
         logger.warning("left out %d invalid lines (listed in results.json), e.g. %s: %s",
                        len(dataset.skipped), dataset.skipped[0].source, dataset.skipped[0].reason)
+    if limit is not None:
+        dataset = dataset.limit(limit, seed)
+    if backend == "openai" and not api_base:
+        raise PddkitError("--backend openai needs --api-base URL (the server's /v1 address)")
     config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
+                       backend=backend, api_base=api_base, api_key_env=api_key_env,
+                       tokenizer=tokenizer, revision=revision, cache=cache, engine=engine,
+                       ray_address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor,
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
                        local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
@@ -134,18 +169,25 @@ def run(model, ref_model, freq, data, benchmark, data_dir, methods, output, batc
     val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
     result = run_dataset(dataset, config, val_dataset=val_dataset)
     out = result.write(output)
-    c = result.counts
-    click.echo(f"scored {c['samples']} texts with {len(result.methods)} methods "
-               f"({c['truncated']['target']} truncated, {c['skipped']} skipped)")
+    click.echo(scored_line(result))
     if result.labelled:
         click.echo(metrics_table(result))
+    else:
+        click.echo(unlabelled_summary(result, top=10, texts=[s.text for s in dataset.samples]))
     if result.validation:
         click.echo(validation_table(result))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
     if result.labelled and not no_report:
+        import json
+        import time
+
         from pddkit.evaluation.report import write_report
 
+        t0 = time.perf_counter()
         html, _ = write_report(out)
+        saved = json.loads((out / "results.json").read_text())  # the report's time, recorded
+        saved["timings_s"]["report"] = time.perf_counter() - t0
+        (out / "results.json").write_text(json.dumps(saved, indent=2) + "\n")
         click.echo(f"report: {html}")
 
 
@@ -306,6 +348,30 @@ def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, over
         output_dir.prepare(output, overwrite)  # before the work: fail early, lose nothing
 
     run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)
+
+
+@cli.group()
+def cache() -> None:
+    """The statistics cache (--cache DIR / PDDKIT_CACHE)."""
+
+
+@cache.command("info")
+@click.argument("directory", type=click.Path())
+def cache_info_cmd(directory) -> None:
+    """What a cache folder holds: shards, entries, size, per model."""
+    from pddkit.cache import cache_info
+
+    for line in cache_info(directory).lines():
+        click.echo(line)
+
+
+@cache.command("clear")
+@click.argument("directory", type=click.Path())
+def cache_clear_cmd(directory) -> None:
+    """Remove the cache's own files from a folder (nothing else in it)."""
+    from pddkit.cache import cache_clear
+
+    click.echo(f"removed {cache_clear(directory)} cache files from {directory}")
 
 
 @cli.command("list")

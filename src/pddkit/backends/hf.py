@@ -43,9 +43,8 @@ class HFBackend:
                    "local_files_only": local_files_only, "revision": revision,
                    "batch_size": batch_size, "padding_side": padding_side,
                    "max_length": max_length, "role": role}
-        kwargs = {"revision": revision} if revision is not None else {}
         lm = load_model(name, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        local_files_only=local_files_only, role=role, **kwargs)
+                        local_files_only=local_files_only, revision=revision, role=role)
         return cls(lm, batch_size=batch_size, padding_side=padding_side, max_length=max_length,
                    spec=BackendSpec("hf", name, tuple(sorted(options.items()))))
 

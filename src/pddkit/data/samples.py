@@ -44,12 +44,38 @@ class Dataset:
     def counts(self) -> dict[str, int]:
         members = sum(1 for s in self.samples if s.label == 1)
         nonmembers = sum(1 for s in self.samples if s.label == 0)
-        return {
+        out = {
             "samples": len(self.samples),
             "members": members,
             "nonmembers": nonmembers,
             "skipped": len(self.skipped),
         }
+        if "limited_from" in self.meta:  # a quick try on a sample of the data (limit)
+            out["limited_from"] = int(self.meta["limited_from"])
+        return out
+
+    def limit(self, n: int, seed: int = 0) -> Dataset:
+        """A seeded sample of n texts for a quick try (stratified by label, so both
+        classes stay when there are labels), in their original order; `meta` records it."""
+        import numpy as np
+
+        if n < 1:
+            raise PddkitError(f"limit must be at least 1, not {n}")
+        if n >= len(self.samples):
+            return self
+        rng = np.random.default_rng(seed)
+        if self.labelled:
+            y = np.array(self.labels)
+            take = []
+            for c in (0, 1):
+                idx = np.flatnonzero(y == c)
+                k = max(1, round(n * len(idx) / len(y))) if len(idx) else 0
+                take.extend(rng.choice(idx, size=min(k, len(idx)), replace=False).tolist())
+            keep = sorted(take[:n] if len(take) > n else take)
+        else:
+            keep = sorted(rng.choice(len(self.samples), size=n, replace=False).tolist())
+        return Dataset(self.name, tuple(self.samples[i] for i in keep), self.skipped,
+                       {**self.meta, "limited_from": len(self.samples)})
 
     def require_both_classes(self) -> None:
         """AUC is undefined with one class; say so before any model runs."""

@@ -38,6 +38,15 @@ class Need(str, Enum):
                 "probe": "--probe-data or --probe-load"}[self.value]
 
 
+# what a backend must give for a method that `requires` it (backends.base.Capabilities
+# field names; plain strings so methods never import backends)
+REQUIREMENTS = {
+    "full_distribution": "the full next-token distribution (H, M2), not only token log-probabilities",
+    "hidden_states": "hidden states",
+    "local_model": "a local model it can fine-tune",
+}
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     name: str
@@ -46,6 +55,7 @@ class MethodSpec:
     defaults: dict
     paper: str
     summary: str
+    requires: frozenset[str] = frozenset()  # backend capabilities the method reads
 
 
 @dataclass(frozen=True)
@@ -70,27 +80,52 @@ def _load_builtin() -> None:
 METHODS.set_loader(_load_builtin)
 
 
-def register_method(name: str, *, needs: tuple[Need, ...] = (), paper: str, summary: str):
-    """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`."""
+def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
+                    paper: str, summary: str):
+    """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
+    names the backend capabilities it reads (REQUIREMENTS)."""
+    unknown = set(requires) - set(REQUIREMENTS)
+    if unknown:
+        raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
 
     def deco(fn: Callable[..., float]) -> Callable[..., float]:
         sig = inspect.signature(fn)
         defaults = {k: p.default for k, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY}
-        METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary))
+        METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
+                                     frozenset(requires)))
         return fn
 
     return deco
 
 
-def resolve_methods(text: str, available: set[Need],
-                    notices: list[str] | None = None) -> list[MethodCall]:
+def _unmet(spec: MethodSpec, capabilities) -> str | None:
+    """The notice for a method the backend cannot serve, or None."""
+    if capabilities is None:
+        return None
+    missing = sorted(r for r in spec.requires if not getattr(capabilities, r))
+    if not missing:
+        return None
+    what = " and ".join(REQUIREMENTS[m] for m in missing)
+    return f"skipping {spec.name}: it reads {what}, which this backend does not give"
+
+
+def resolve_methods(text: str, available: set[Need], notices: list[str] | None = None,
+                    capabilities=None) -> list[MethodCall]:
     """`"all"` or `"loss,mink:k=0.1"` -> MethodCalls.
 
     `all` keeps the methods whose needs `available` meets and logs one line per method
     skipped (also appended to `notices`); a method named explicitly with an unmet need is
-    an error.
+    an error. A method reading what the backend cannot give (`capabilities`, an object
+    with boolean attributes; None = everything) is skipped with a notice, named or not:
+    never approximated.
     """
     calls: list[MethodCall] = []
+
+    def skip(line: str) -> None:
+        logger.warning(line)
+        if notices is not None:
+            notices.append(line)
+
     for spec_text in split_spec_list(text):
         name, raw = parse_spec(spec_text)
         if name == "all":
@@ -100,19 +135,22 @@ def resolve_methods(text: str, available: set[Need],
                 missing = spec.needs - available
                 if missing:
                     need = sorted(missing)[0]
-                    line = f"skipping {spec.name}: it needs a {need.value} ({need.option})"
-                    logger.warning(line)
-                    if notices is not None:
-                        notices.append(line)
-                    continue
-                calls.append(MethodCall(spec, dict(spec.defaults)))
+                    skip(f"skipping {spec.name}: it needs a {need.value} ({need.option})")
+                elif _unmet(spec, capabilities):
+                    skip(_unmet(spec, capabilities))
+                else:
+                    calls.append(MethodCall(spec, dict(spec.defaults)))
             continue
         spec = METHODS.get(name)
+        params = bind_params(f"method {name}", spec.defaults, raw)
+        if _unmet(spec, capabilities):
+            skip(_unmet(spec, capabilities))
+            continue
         missing = spec.needs - available
         if missing:
             need = sorted(missing)[0]
             raise PddkitError(f"method {name} needs a {need.value}: pass {need.option}")
-        calls.append(MethodCall(spec, bind_params(f"method {name}", spec.defaults, raw)))
+        calls.append(MethodCall(spec, params))
     if not calls:
         raise PddkitError(f"--methods {text!r} selects no method")
     return _label(calls)

@@ -15,7 +15,7 @@ def zscores(L: np.ndarray, H: np.ndarray, M2: np.ndarray) -> np.ndarray:
     return (L + H) / np.sqrt(np.maximum(M2 - H * H, VAR_FLOOR))
 
 
-@register_method("minkpp", paper="Zhang et al. 2025",
+@register_method("minkpp", requires=("full_distribution",), paper="Zhang et al. 2025",
                  summary="Min-K% over z_i = (L_i + H_i) / sqrt(M2_i - H_i^2)")
 def minkpp(obs: Observation, *, k: float = 0.2) -> float:
     t = obs.target

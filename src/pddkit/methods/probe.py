@@ -8,7 +8,8 @@ from pddkit.methods.base import Need, register_method
 from pddkit.stats import Observation
 
 
-@register_method("probe", needs=(Need.PROBE,), paper="Liu et al. 2024",
+@register_method("probe", needs=(Need.PROBE,), requires=("hidden_states", "local_model"),
+                 paper="Liu et al. 2024",
                  summary="log-odds of P(member) from a logistic probe on the prompt's last-token activation")
 def probe(obs: Observation) -> float:
     assert obs.probe is not None

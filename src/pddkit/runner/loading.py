@@ -73,6 +73,7 @@ def load_model(
     dtype: str = "auto",
     trust_remote_code: bool = False,
     local_files_only: bool = False,
+    revision: str | None = None,
     role: str = "model",
 ) -> LoadedModel:
     """`name` is a local directory or a hub id; remote code runs only if asked for."""
@@ -83,7 +84,11 @@ def load_model(
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
     src = str(Path(name).expanduser()) if _looks_local(name) else name
+    if not _looks_local(name) and not local_files_only:
+        local_files_only = _hub_files_needed(name, role, trust_remote_code, revision)
     common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
+    if revision is not None:
+        common["revision"] = revision
     try:
         tokenizer = AutoTokenizer.from_pretrained(src, **common)
         model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **common)
@@ -94,6 +99,36 @@ def load_model(
     model.to(device).eval()
     logger.info("loaded %s %s on %s (%s)", role, name, device, torch_dtype)
     return LoadedModel(model, tokenizer, name, device, str(torch_dtype).replace("torch.", ""))
+
+
+def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: str | None) -> bool:
+    """Whether a hub id can load from the local cache alone (then: no network at all). If
+    it cannot and the hub is unreachable, one sentence now instead of minutes of retries."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(name, local_files_only=True, revision=revision,
+                                   trust_remote_code=trust_remote_code)
+        cached = True  # at least its config is cached; weights may still be missing
+    except (OSError, ValueError, KeyError):
+        cached = False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=5).close()
+        return False  # reachable: load as usual (the cache is used where it has the files)
+    except OSError:
+        if cached:
+            return True  # offline, but cached: load from the cache
+        raise PddkitError(f"{role} {name} is not in the local Hugging Face cache and the hub "
+                          f"({url.hostname}) cannot be reached: give a local directory, or load "
+                          "it once online (local_files_only / HF_HUB_OFFLINE=1 use the cache "
+                          "only)") from None
 
 
 def start_token_id(tokenizer, name: str = "model") -> int:

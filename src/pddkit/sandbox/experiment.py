@@ -165,8 +165,9 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
 
 def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path,
                         device: str) -> dict:
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
     from pddkit.evaluation.report import write_report
-    from pddkit.pipeline import RunConfig, run_dataset
     from pddkit.runner.loading import load_model
     from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.split import windows

@@ -1,0 +1,88 @@
+"""RunConfig: everything a run depends on besides the data; written into results.json."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pddkit.errors import PddkitError
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Options of one run. Names are parameters, not CLI flags (the CLI maps its flags)."""
+
+    model: str
+    methods: str = "all"
+    backend: str = "hf"  # backends registry name: "hf" (a local causal LM) or "openai"
+    ref_model: str | None = None
+    ref_backend: str | None = None  # default: "hf"
+    freq: str | None = None
+    batch_size: int = 8
+    max_length: int | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    padding_side: str = "right"
+    trust_remote_code: bool = False
+    local_files_only: bool = False
+    revision: str | None = None
+    tokenizer: str | None = None  # the API backend's local tokenizer (default: the model name)
+    api_base: str | None = None  # the API backend's URL, e.g. http://127.0.0.1:8000/v1
+    api_key_env: str | None = "OPENAI_API_KEY"  # the variable holding the API key (never stored)
+    api_concurrency: int = 8
+    cache: str | None = None  # statistics cache directory (content-addressed, resumable)
+    engine: str = "local"  # where the statistics passes run: "local" or "ray"
+    ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
+    actors: int = 1  # Ray actors, each holding one copy of the model
+    gpus_per_actor: float = 0.0
+    n_bootstrap: int = 1000
+    seed: int = 0
+    blind: bool = True  # the model-free baseline, for every labelled run
+    val_fraction: float | None = None  # hyperparameters chosen on this stratified share
+    val_data: str | None = None  # ... or on this labelled file (recorded; loaded by the caller)
+    mask_model: str | None = None  # masked LM for `neighbor` (roberta-base when it is named)
+    neighbors_file: str | None = None  # reuse neighbours saved by an earlier run
+    probe_data: str | None = None  # auxiliary non-member texts for the probe's proxy model
+    probe_load: str | None = None  # a probe saved by an earlier run (OUTPUT/probe)
+    probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # proxy learning rates, chosen on held-out rows
+    probe_lora: bool = False
+    probe_standardize: str = "per_set"  # each set of activations with its own mean/std, or "train"
+    on_invalid: str = "error"  # auxiliary texts that are also under test: refused, or left out
+
+    def check(self) -> RunConfig:
+        """Every option's value, checked before anything loads; errors name the parameter."""
+        rules = [
+            (self.batch_size >= 1, f"batch_size must be at least 1, not {self.batch_size}"),
+            (self.max_length is None or self.max_length >= 2,
+             f"max_length {self.max_length} leaves no room for a text token after the start token"),
+            (self.padding_side in ("left", "right"),
+             f"padding_side must be 'left' or 'right', not {self.padding_side!r}"),
+            (self.dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}"),
+            (self.n_bootstrap >= 0, f"n_bootstrap must be 0 or more, not {self.n_bootstrap}"),
+            (self.val_fraction is None or 0 < self.val_fraction < 1,
+             f"val_fraction must be between 0 and 1, not {self.val_fraction}"),
+            (self.val_fraction is None or self.val_data is None,
+             "give at most one of val_fraction and val_data"),
+            (self.probe_standardize in ("per_set", "train"),
+             f"probe_standardize must be 'per_set' or 'train', not {self.probe_standardize!r}"),
+            (len(self.probe_lrs) > 0 and all(lr > 0 for lr in self.probe_lrs),
+             f"probe_lrs must be positive learning rates, not {self.probe_lrs}"),
+            (self.on_invalid in ("error", "skip"),
+             f"on_invalid must be 'error' or 'skip', not {self.on_invalid!r}"),
+            (self.engine in ("local", "ray"), f"engine must be 'local' or 'ray', not {self.engine!r}"),
+            (self.actors >= 1, f"actors must be at least 1, not {self.actors}"),
+            (self.gpus_per_actor >= 0, f"gpus_per_actor must be 0 or more, not {self.gpus_per_actor}"),
+            (self.api_concurrency >= 1, f"api_concurrency must be at least 1, not {self.api_concurrency}"),
+            (self.backend != "openai" or bool(self.api_base),
+             "the openai backend needs api_base, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
+        ]
+        for ok, message in rules:
+            if not ok:
+                raise PddkitError(message)
+        from pddkit.backends import get_backend
+
+        get_backend(self.backend)  # an unknown backend is one sentence
+        if self.ref_backend is not None:
+            get_backend(self.ref_backend)
+        return self

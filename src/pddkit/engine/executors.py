@@ -1,0 +1,37 @@
+"""Executors: where the statistics passes run. `LocalExecutor` runs them in this process;
+`RayExecutor` (executors_ray.py, the only module that imports ray) spreads them over
+Ray actors. Both return TokenStats in the order of the texts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from pddkit.backends.base import Backend
+from pddkit.stats import TokenStats
+
+
+class Executor(Protocol):
+    def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
+                    desc: str) -> list[TokenStats]:
+        """TokenStats of each text under `backend`, in order."""
+
+
+class LocalExecutor:
+    """Encode here, one batched statistics pass here."""
+
+    name = "local"
+
+    def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
+                    desc: str) -> list[TokenStats]:
+        enc = backend.encode(texts, names, what=desc)
+        return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc)
+
+
+def make_executor(config) -> Executor:
+    """The executor config.engine names ("local"; "ray" in executors_ray.py)."""
+    if config.engine == "local":
+        return LocalExecutor()
+    from pddkit.errors import PddkitError
+
+    raise PddkitError(f"unknown engine {config.engine!r}; known: local")

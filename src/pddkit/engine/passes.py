@@ -1,0 +1,231 @@
+"""One provider per need: each runs its pass (through the run's executor and cache) and
+fills its field of the observations (stats.Observation). The target pass runs first for
+every plan; the others run when plan.needs holds their Need, in the Need enum's order.
+
+A provider is `fn(ctx: PassContext) -> None`, registered with `@provider(Need.X)`."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pddkit.backends.base import Backend
+from pddkit.data.samples import Dataset
+from pddkit.engine.config import RunConfig
+from pddkit.engine.executors import Executor
+from pddkit.errors import PddkitError
+from pddkit.methods.base import MethodCall, Need
+from pddkit.stats import TokenStats
+
+logger = logging.getLogger(__name__)
+
+PROBE_WARN_AUC = 0.6  # below this held-out auxiliary AUC the probe's scores are flagged
+
+
+@dataclass
+class PassContext:
+    """What the providers read and write for one run (mutable: filled pass by pass)."""
+
+    texts: list[str]
+    names: list[str]  # each text's name in errors ("FILE line 3")
+    ids: list[str]
+    calls: tuple[MethodCall, ...]
+    config: RunConfig
+    target: Backend  # the target model's backend (behind the cache when there is one)
+    executor: Executor
+    load_backend: Callable[[str, object], Backend]  # (role, given model or None) -> Backend
+    ref_model: object = None  # a preloaded reference model, if the caller gave one
+    aux: Dataset | None = None  # the probe's auxiliary texts
+    sets: list[np.ndarray] = field(default_factory=list)  # validation / test indices
+    spans: list[str] = field(default_factory=list)  # the scored span of each text
+    fields: dict = field(default_factory=dict)  # Observation field -> per-text values
+    extras: dict = field(default_factory=dict)  # neighbour sets, probe search and grid
+    counts: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+
+    def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str) -> list[TokenStats]:
+        """TokenStats of `texts` under `backend`, through the executor; never non-finite."""
+        out = self.executor.token_stats(backend, texts, names, desc)
+        finite = backend.capabilities.full_distribution
+        for st, name in zip(out, names):
+            bad = not np.isfinite(st.L).all() or (
+                finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()))
+            if bad:
+                raise PddkitError(f"{backend.name} gave non-finite log-probabilities for {name} "
+                                  "(a float16 overflow? try --dtype float32)")
+        return out
+
+
+PROVIDERS: dict[Need | None, Callable[[PassContext], None]] = {}
+
+
+def provider(need: Need | None):
+    """Register the provider of `need` (None: the target pass, always run)."""
+
+    def wrap(fn: Callable[[PassContext], None]) -> Callable[[PassContext], None]:
+        PROVIDERS[need] = fn
+        return fn
+
+    return wrap
+
+
+def run_passes(ctx: PassContext, needs: list[Need]) -> None:
+    """The target pass, then one provider per need, each timed."""
+    for need in [None, *needs]:
+        t0 = time.perf_counter()
+        PROVIDERS[need](ctx)
+        ctx.timings[_TIMING[need]] = time.perf_counter() - t0
+
+
+_TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE: "reference_pass",
+           Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe"}
+
+
+@provider(None)
+def target_pass(ctx: PassContext) -> None:
+    target = ctx.stats(ctx.target, ctx.texts, ctx.names, "target pass")
+    ctx.fields["target"] = target
+    # SPEC section 3: for a truncated text, `zlib` and `lowercase` use the scored span
+    ctx.spans = [ctx.target.decode(st.ids.tolist()) if st.truncated else text
+                 for text, st in zip(ctx.texts, target)]
+    ctx.counts.setdefault("truncated", {})["target"] = sum(s.truncated for s in target)
+    ctx.counts.setdefault("tokens", {})["target"] = int(sum(len(s) for s in target))
+
+
+@provider(Need.LOWERCASE)
+def lowercase_pass(ctx: PassContext) -> None:
+    lower = ctx.stats(ctx.target, [t.lower() for t in ctx.spans], ctx.names, "lowercase pass")
+    ctx.fields["lower"] = lower
+    ctx.counts["truncated"]["lowercase"] = sum(s.truncated for s in lower)
+
+
+@provider(Need.REFERENCE)
+def reference_pass(ctx: PassContext) -> None:
+    ref = ctx.load_backend("reference model", ctx.ref_model)
+    ctx.models["reference"] = describe(ref)
+    reference = ctx.stats(ref, ctx.texts, ctx.names, "reference pass")
+    ctx.fields["reference"] = reference
+    ctx.counts["truncated"]["reference"] = sum(s.truncated for s in reference)
+
+
+@provider(Need.FREQUENCY)
+def frequency_table(ctx: PassContext) -> None:
+    from pddkit.runner.frequency import FrequencyTable
+
+    table = FrequencyTable.load(ctx.config.freq)
+    table.check_tokenizer(_tokenizer(ctx.target), ctx.target.name, ctx.config.freq)
+    ctx.fields["log_freq"] = table.log_freq()
+    ctx.models["frequency_table"] = {"path": str(ctx.config.freq), **{
+        k: v for k, v in table.meta().items() if k != "sources"}}
+
+
+@provider(Need.NEIGHBORS)
+def neighbor_pass(ctx: PassContext) -> None:
+    """Each distinct (top_k, dropout, seed) among the `neighbor` calls gets its own
+    neighbours (generated, or read from the neighbours file, once for its largest
+    n_neighbors); every distinct neighbour text is scored once in one batched pass."""
+    from pddkit.runner import neighbors
+
+    wanted: dict = {}
+    for c in ctx.calls:
+        if Need.NEIGHBORS not in c.spec.needs:
+            continue
+        p = c.params
+        if p["n_neighbors"] < 1 or p["top_k"] < 1 or not 0 <= p["dropout"] < 1:
+            raise PddkitError(f"{c.label} needs n_neighbors >= 1, top_k >= 1 and 0 <= dropout < 1")
+        key = neighbors.NeighborParams.of(p)
+        wanted[key] = max(wanted.get(key, 0), int(p["n_neighbors"]))
+    cfg = ctx.config
+    if cfg.neighbors_file:
+        sets, cut = neighbors.load(cfg.neighbors_file, ctx.ids, wanted), 0
+    else:
+        from pddkit.runner.loading import pick_device
+
+        mm = neighbors.load_mask_model(cfg.mask_model or "roberta-base", device=pick_device(cfg.device),
+                                       local_files_only=cfg.local_files_only,
+                                       trust_remote_code=cfg.trust_remote_code)
+        sets, cut = neighbors.generate_sets(mm, ctx.texts, ctx.names, wanted)
+    ctx.counts["truncated"]["neighbor_mask_model"] = cut
+    unique: dict[str, str] = {}  # neighbour text -> its name; each scored once, all sets
+    for params, per_text in sets.texts.items():
+        for n, nbs in zip(ctx.names, per_text):
+            for t in nbs:
+                unique.setdefault(t, f"a neighbour of {n} ({params.label()})")
+    flat = list(unique)
+    stats = ctx.stats(ctx.target, flat, list(unique.values()), "neighbour pass")
+    ctx.counts["truncated"]["neighbors"] = sum(s.truncated for s in stats)
+    ctx.counts["neighbor_texts"] = len(flat)
+    by_text = dict(zip(flat, stats))
+    ctx.fields["neighbors"] = [{params: tuple(by_text[t] for t in per_text[i])
+                                for params, per_text in sets.texts.items()}
+                               for i in range(len(ctx.texts))]
+    ctx.extras["neighbor_sets"] = sets
+
+
+@provider(Need.PROBE)
+def probe_pass(ctx: PassContext) -> None:
+    """Trained on the auxiliary texts (one probe per proxy learning rate and layer) or
+    loaded; each of ctx.sets standardised on its own with probe_standardize "per_set"."""
+    from pddkit.runner.probe import LinearProbe, ProbeSearch, probe_scores, train_probes
+
+    cfg = ctx.config
+    lm = getattr(_inner(ctx.target), "lm", None)
+    if lm is None:
+        raise PddkitError(f"probe needs the hidden states of a local model; {ctx.target.name} "
+                          "is not one")
+    if cfg.probe_load:
+        probe = LinearProbe.load(cfg.probe_load)
+        search = ProbeSearch((probe,), np.array([probe.meta_.get("aux_val_auc", 0.0)]))
+    else:
+        aux = ctx.aux
+        search = train_probes(lm.model, lm.tokenizer, [s.text for s in aux.samples],
+                              cfg.probe_lrs, cfg.seed, cfg.probe_lora, cfg.batch_size,
+                              aux_labels=list(aux.labels) if aux.labelled else None,
+                              standardize=cfg.probe_standardize)
+    grid, ctx.counts["truncated"]["probe"] = probe_scores(
+        lm.model, lm.tokenizer, ctx.texts, search.probes, cfg.batch_size, lm.name,
+        cfg.probe_standardize, ctx.sets or [np.arange(len(ctx.texts))])
+    if cfg.probe_data:  # the auxiliary texts are the user's input too: count their cuts
+        ctx.counts["truncated"]["probe_data"] = search.best.meta_["aux_texts_cut"]
+    ctx.fields["probe"] = [float(x) for x in grid[:, int(np.argmax(search.aux_val_auc))]]
+    best_auc = float(np.max(search.aux_val_auc))
+    if cfg.probe_data and best_auc < PROBE_WARN_AUC:
+        line = (f"probe: the best probe (layer {search.best.layer_}, proxy lr "
+                f"{search.best.proxy_lr_:g}) separates the held-out auxiliary texts with "
+                f"AUC {best_auc:.2f} only, so its scores are unlikely to carry membership")
+        logger.warning(line)
+        ctx.notices.append(line)
+    ctx.extras["probe_search"], ctx.extras["probe_grid"] = search, grid
+
+
+def _inner(backend: Backend) -> Backend:
+    """The backend itself, behind the statistics cache if there is one."""
+    return getattr(backend, "backend", backend)
+
+
+def _tokenizer(backend: Backend):
+    """The backend's local tokenizer (every backend has one: ids are computed here)."""
+    inner = _inner(backend)
+    lm = getattr(inner, "lm", None)
+    return lm.tokenizer if lm is not None else inner.tokenizer
+
+
+def describe(backend: Backend) -> dict:
+    """The model's entry in results.json `models`."""
+    inner = _inner(backend)
+    info = {"name": backend.name, "backend": getattr(inner, "kind", "?")}
+    lm = getattr(inner, "lm", None)
+    if lm is not None:
+        info.update({"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name),
+                     "vocab_size": len(lm.tokenizer), "device": lm.device, "dtype": lm.dtype,
+                     "context_length": lm.context_length})
+    elif getattr(inner, "tokenizer", None) is not None:
+        info.update({"tokenizer": getattr(inner.tokenizer, "name_or_path", "?"),
+                     "vocab_size": len(inner.tokenizer)})
+    return info

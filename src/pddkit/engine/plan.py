@@ -1,0 +1,83 @@
+"""Method calls + the resources a run was given -> the passes to run.
+
+A method declares what it needs beyond the target pass (`Need`: a lowercase pass, a
+reference model, a frequency table, neighbours, a probe) and which backend capabilities
+it reads (`requires`); the plan is the union of the needs of the methods that can run,
+computed once, in the order the providers must run (passes.PROVIDERS)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pddkit.backends.base import Capabilities
+from pddkit.engine.config import RunConfig
+from pddkit.methods.base import MethodCall, Need, resolve_methods
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the run was given besides the target model: each resource enables a Need."""
+
+    reference: bool = False
+    frequency: bool = False
+    neighbors: bool = False
+    probe: bool = False
+
+    @classmethod
+    def of(cls, config: RunConfig, ref_model_given: bool = False) -> Resources:
+        return cls(reference=bool(config.ref_model) or ref_model_given,
+                   frequency=bool(config.freq),
+                   neighbors=bool(config.mask_model or config.neighbors_file
+                                  or "neighbor" in config.methods),
+                   probe=bool(config.probe_data or config.probe_load))
+
+    def available(self) -> set[Need]:
+        out = {Need.LOWERCASE}
+        for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
+                            (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe)):
+            if given:
+                out.add(need)
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The method calls that will run and the union of their needs."""
+
+    calls: tuple[MethodCall, ...]
+    needs: frozenset[Need]
+
+    def passes(self) -> list[Need]:
+        """The needs in the order their providers run (the target pass always runs first)."""
+        return [n for n in Need if n in self.needs]
+
+
+def make_plan(methods: str, resources: Resources, capabilities: Capabilities | None = None,
+              notices: list[str] | None = None) -> Plan:
+    """`methods` ("all" or "loss,mink:k=0.1") -> Plan. Methods whose needs the resources do
+    not meet are skipped under "all" and refused when named; methods reading what the
+    backend cannot give are skipped with a notice naming the reason."""
+    calls = resolve_methods(methods, resources.available(), notices, capabilities=capabilities)
+    for call in calls:
+        check_params(call)
+    return Plan(tuple(calls), frozenset().union(*(c.spec.needs for c in calls)))
+
+
+def check_params(call: MethodCall) -> None:
+    """A method's hyperparameters, tried on a small made-up observation before any model
+    loads: a value the method refuses (mink:k=2) is one sentence now, not after the
+    forward pass (a method raises PddkitError for a bad value)."""
+    import numpy as np
+
+    from pddkit.errors import PddkitError
+    from pddkit.stats import Observation, TokenStats
+
+    st = TokenStats.from_lists([5, 7, 5, 9, 11, 7, 13, 2], [-1.0, -2.5, -0.5, -3.0, -1.5, -2.0, -0.2, -4.0],
+                               [1.0, 2.0, 0.5, 3.0, 1.5, 2.5, 0.1, 3.5],
+                               [2.0, 6.0, 0.5, 12.0, 3.0, 8.0, 0.05, 15.0])
+    obs = Observation(text="a made up text", target=st, lower=st, reference=st,
+                      log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0)
+    try:
+        call(obs)
+    except PddkitError as e:
+        raise PddkitError(f"method {call.label}: {e}") from None

@@ -1,0 +1,248 @@
+"""One run: data -> plan -> backends -> score table -> metrics (evaluation/) -> RunResult.
+
+`run_dataset(dataset, RunConfig(...))` is what `pddkit run`, the sandbox and the Python
+API (api.py) call."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+
+import numpy as np
+
+from pddkit.backends.base import Backend
+from pddkit.data.samples import Dataset
+from pddkit.engine.config import RunConfig
+from pddkit.engine.executors import make_executor
+from pddkit.engine.passes import PassContext, describe
+from pddkit.engine.plan import Resources, make_plan
+from pddkit.engine.score import ScoreTable, score
+from pddkit.errors import PddkitError
+from pddkit.evaluation.metrics import compute_metrics
+from pddkit.evaluation.results import MethodResult, RunResult
+from pddkit.methods.base import Need
+
+logger = logging.getLogger(__name__)
+
+
+def load_backend(config: RunConfig, role: str, given=None) -> Backend:
+    """The backend of the target ("model") or reference model: `given` (a Backend, a
+    LoadedModel, or None to load config.model / config.ref_model with config.backend /
+    config.ref_backend), behind the statistics cache when config.cache is set."""
+    from pddkit.backends import Backend as BackendType
+    from pddkit.backends import get_backend
+    from pddkit.backends.hf import HFBackend
+    from pddkit.runner.loading import LoadedModel
+
+    reference = role != "model"
+    if isinstance(given, BackendType):
+        backend = given
+    elif isinstance(given, LoadedModel):
+        backend = HFBackend(given, batch_size=config.batch_size, padding_side=config.padding_side,
+                            max_length=config.max_length)
+    else:
+        kind = (config.ref_backend or "hf") if reference else config.backend
+        name = config.ref_model if reference else config.model
+        cls = get_backend(kind)
+        backend = cls.load(name, role=role, **{k: getattr(config, k) for k in cls.OPTIONS})
+    if config.cache:
+        from pddkit.cache import CachingBackend, StatsStore
+
+        backend = CachingBackend(backend, StatsStore.open(config.cache))
+    return backend
+
+
+def capabilities_of(config: RunConfig, model=None):
+    """The target backend's capabilities, known before anything loads."""
+    from pddkit.backends import get_backend
+
+    given = getattr(model, "capabilities", None)
+    return given if given is not None else get_backend(config.backend).capabilities
+
+
+def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
+                val_dataset: Dataset | None = None) -> RunResult:
+    """Score `dataset` with every requested method; metrics when it is labelled.
+
+    `model` / `ref_model` may be preloaded (a Backend or a LoadedModel; else loaded from
+    the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
+    chosen on the validation texts and all metrics are measured on the test texts only.
+    """
+    config.check()
+    notices: list[str] = []
+    plan = make_plan(config.methods, Resources.of(config, ref_model is not None),
+                     capabilities_of(config, model), notices)
+    if dataset.labelled:
+        dataset.require_both_classes()
+    aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
+    if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
+        from pddkit.data.overlap import without_overlap
+
+        val_dataset = without_overlap(val_dataset, dataset, f"--val-data {val_dataset.name}",
+                                      config.on_invalid)
+    dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
+
+    t0 = time.perf_counter()
+    opened: list[Backend] = []
+
+    def load(role: str, given) -> Backend:
+        opened.append(load_backend(config, role, given))
+        return opened[-1]
+
+    target = load("model", model)
+    load_time = time.perf_counter() - t0
+    ctx = PassContext(
+        texts=[s.text for s in dataset.samples],
+        names=[s.source or f"sample {s.id}" for s in dataset.samples],
+        ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
+        executor=make_executor(config), load_backend=load,
+        ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
+        notices=notices, models={"target": describe(target)}, timings={"load": load_time})
+    ctx.counts.update(dataset.counts())
+    ctx.counts["label_leaks_left_out"] = {
+        "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
+        "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
+    try:
+        table = score(ctx, plan)
+    finally:
+        for b in opened:  # the statistics cache writes what it holds
+            if hasattr(b, "store"):
+                b.close()
+    cached = [b for b in opened if hasattr(b, "store")]
+    if cached:  # texts per pass found in the cache / computed
+        table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
+                                 for desc, (h, m) in b.counts().items()}
+
+    labels = tuple(dataset.labels) if dataset.labelled else None
+    timings = dict(table.timings)
+    t0 = time.perf_counter()
+    results = [_method_result(c, table.scores[c.label], labels, config, test_idx)
+               for c in table.calls]
+    timings["metrics"] = time.perf_counter() - t0
+    validation = {}
+    search = table.extras.get("probe_search")
+    if val_idx is not None:
+        t0 = time.perf_counter()
+        validation = _validate(table, np.asarray(labels), val_idx, test_idx, config, notices)
+        timings["validation"] = time.perf_counter() - t0
+    if labels is not None and config.blind:
+        t0 = time.perf_counter()
+        blind = _blind_baseline(dataset, config, notices, test_idx)
+        if blind is not None:
+            results.append(blind)
+        timings["blind_baseline"] = time.perf_counter() - t0
+
+    return RunResult(
+        ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
+        config={**asdict(config), "dataset": dataset.name,
+                "methods_resolved": [c.label for c in table.calls]},
+        counts=table.counts, timings=timings, models=table.models,
+        skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
+        notices=tuple(notices),
+        splits=None if val_idx is None else tuple(
+            np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
+        validation=validation,
+        neighbors=table.extras.get("neighbor_sets"),
+        probe=None if search is None else search.best,
+        probe_validated=None if "probe" not in validation else next(
+            p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
+    )
+
+
+def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
+    """The probe's auxiliary texts, read before any model loads; texts that are also under
+    test are refused (or left out with on_invalid="skip"): their labels would leak."""
+    from pddkit.data.jsonl import load_jsonl
+    from pddkit.data.overlap import without_overlap
+
+    aux = load_jsonl(config.probe_data, name="--probe-data", on_invalid=config.on_invalid)
+    return without_overlap(aux, dataset, f"--probe-data {config.probe_data}", config.on_invalid)
+
+
+def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):
+    """(all texts, validation indices, test indices); indices are None without validation."""
+    from pddkit.evaluation.validation import stratified_split
+
+    if config.val_fraction is None and val_dataset is None:
+        return dataset, None, None
+    if not dataset.labelled:
+        raise PddkitError("choosing hyperparameters on validation data needs labelled data")
+    if val_dataset is not None:
+        if not val_dataset.labelled:
+            raise PddkitError(f"validation data {val_dataset.name} has no labels")
+        val_dataset.require_both_classes()
+        n = len(dataset.samples)
+        both = Dataset(dataset.name, dataset.samples + val_dataset.samples,
+                       dataset.skipped + val_dataset.skipped, dataset.meta)
+        return both, np.arange(n, len(both.samples)), np.arange(n)
+    val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed,
+                                         groups=[s.group for s in dataset.samples])
+    return dataset, val_idx, test_idx
+
+
+def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, notices) -> dict:
+    """For each method with a grid: the value chosen on validation, measured on test. The
+    probe's grid is (proxy learning rate, layer); its default is the auxiliary-data choice."""
+    from pddkit.evaluation.validation import validate
+    from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
+
+    out = {}
+    padded = None
+    search, probe_grid = table.extras.get("probe_search"), table.extras.get("probe_grid")
+    for c in table.calls:
+        if c.label in out:
+            continue
+        if c.spec.name == "probe" and search is not None:
+            if len(search.probes) == 1:
+                notices.append(f"probe: loaded from {config.probe_load}; its layer and proxy "
+                               "learning rate are fixed, so the validation split does not choose them")
+                continue
+            best = search.best
+            out[c.label] = validate("probe", search.grid, probe_grid, labels, val_idx, test_idx,
+                                    config.n_bootstrap, config.seed,
+                                    default={"proxy_lr": best.proxy_lr_, "layer": best.layer_})
+            continue
+        if c.spec.name not in GRIDS:
+            continue
+        padded = padded or Padded.of(table.target)
+        grid = grid_points(c.spec.name)
+        scores = grid_scores(c.spec.name, padded, table.log_freq)  # [N, G], no forward pass
+        out[c.label] = validate(c.spec.name, grid, scores, labels, val_idx, test_idx,
+                                config.n_bootstrap, config.seed)
+    return out
+
+
+def _method_result(call, scores: np.ndarray, labels, config: RunConfig,
+                   test_idx: np.ndarray | None) -> MethodResult:
+    metrics = None
+    if labels is not None:
+        sel = slice(None) if test_idx is None else test_idx
+        metrics = compute_metrics(scores[sel], np.asarray(labels)[sel],
+                                  n_bootstrap=config.n_bootstrap, seed=config.seed)
+    return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
+
+
+def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str],
+                    test_idx: np.ndarray | None = None):
+    """Out-of-fold scores of the model-free classifier (evaluation/blind.py) for every
+    text; its metrics on the test part when there is a validation split."""
+    from pddkit.evaluation.blind import BlindBaseline
+
+    groups = [s.group for s in dataset.samples]
+    use_groups = any(g is not None for g in groups)
+    if use_groups:
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
+    model = BlindBaseline(seed=config.seed)
+    try:
+        scores = model.cross_val_scores([s.text for s in dataset.samples], dataset.labels,
+                                        groups if use_groups else None)
+    except PddkitError as e:
+        logger.warning("no blind baseline: %s", e)
+        notices.append(f"no blind baseline: {e}")
+        return None
+    sel = slice(None) if test_idx is None else test_idx
+    metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
+                              n_bootstrap=config.n_bootstrap, seed=config.seed)
+    params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups}
+    return MethodResult("blind", "blind", params, scores, metrics)

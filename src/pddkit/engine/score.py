@@ -1,0 +1,64 @@
+"""Passes -> observations -> method scores: the score table of one run (no metrics)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pddkit.engine.passes import PassContext, run_passes
+from pddkit.engine.plan import Plan
+from pddkit.methods.base import MethodCall
+from pddkit.stats import Observation, TokenStats
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """Every method's score per text (higher = more likely a member), and what the passes
+    left for evaluation (the target statistics for validation grids, the neighbour sets
+    and the probe search for saving) and for results.json (counts, timings, models)."""
+
+    calls: tuple[MethodCall, ...]
+    scores: dict[str, np.ndarray]  # call label -> [N] float64
+    target: tuple[TokenStats, ...]
+    log_freq: np.ndarray | None
+    extras: dict
+    counts: dict
+    timings: dict
+    models: dict
+    notices: tuple[str, ...]
+
+
+def observations(ctx: PassContext) -> list[Observation]:
+    """One Observation per text from the fields the passes filled."""
+    f = ctx.fields
+    return [Observation(text=ctx.spans[i], target=f["target"][i],
+                        lower=f["lower"][i] if "lower" in f else None,
+                        reference=f["reference"][i] if "reference" in f else None,
+                        log_freq=f.get("log_freq"),
+                        neighbors=f["neighbors"][i] if "neighbors" in f else None,
+                        probe=f["probe"][i] if "probe" in f else None)
+            for i in range(len(ctx.texts))]
+
+
+def method_scores(call: MethodCall, obs: list[Observation]) -> np.ndarray:
+    """[N] scores of one method call; a non-finite score is a method bug, never the user's."""
+    scores = np.fromiter((call(o) for o in obs), dtype=np.float64, count=len(obs))
+    if not np.isfinite(scores).all():
+        raise RuntimeError(f"method {call.label} produced a non-finite score")
+    return scores
+
+
+def score(ctx: PassContext, plan: Plan) -> ScoreTable:
+    """Run the plan's passes, then every method call on the observations."""
+    import time
+
+    run_passes(ctx, plan.passes())
+    t0 = time.perf_counter()
+    obs = observations(ctx)
+    scores = {c.label: method_scores(c, obs) for c in plan.calls}
+    ctx.timings["methods"] = time.perf_counter() - t0
+    return ScoreTable(calls=plan.calls, scores=scores, target=tuple(ctx.fields["target"]),
+                      log_freq=ctx.fields.get("log_freq"), extras=dict(ctx.extras),
+                      counts=ctx.counts, timings=ctx.timings, models=ctx.models,
+                      notices=tuple(ctx.notices))
