@@ -190,3 +190,43 @@ def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_p
         OpenAIBackend.load("tiny", tokenizer=str(tmp_path / "tok"))
     with pytest.raises(PddkitError, match="must be an http"):
         OpenAIBackend("tiny", "127.0.0.1:8000", tok)
+
+
+def test_pddkit_run_through_the_api_equals_the_hf_backend(server, model, tok, texts, key, tmp_path,
+                                                         capsys):
+    """End to end: `pddkit run --backend openai` scores what `--model DIR` scores, skips the
+    methods that need the full distribution with a notice, and a rerun with the cache sends
+    no request."""
+    import json
+
+    from cli_helpers import run_cli, write_jsonl
+
+    model_dir = tmp_path / "tiny"
+    model.save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": i % 2} for i, t in enumerate(texts)])
+    server.reset("ok")
+    common = ["run", "--data", data, "--no-blind", "--no-report", "--bootstrap", "20"]
+    api_run = [*common, "--backend", "openai", "--model", "tiny", "--api-base", server.api_base,
+               "--api-key-env", KEY_ENV, "--tokenizer", model_dir, "--cache", tmp_path / "cache"]
+    code, _, err = run_cli(capsys, *api_run, "--methods", "all", "--output", tmp_path / "api")
+    assert code == 0, err
+    assert "skipping minkpp" in err and "skipping surp" in err and KEY not in err
+    code, _, err = run_cli(capsys, *common, "--model", model_dir, "--device", "cpu", "--dtype",
+                           "float32", "--methods", "loss,zlib,lowercase,mink", "--output", tmp_path / "hf")
+    assert code == 0, err
+
+    def scores(d):
+        rows = [json.loads(x) for x in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
+        return {k: np.array([r[k] for r in rows]) for k in ("loss", "zlib", "lowercase", "mink")}
+
+    a, h = scores("api"), scores("hf")
+    for k in a:
+        np.testing.assert_allclose(a[k], h[k], rtol=1e-4, atol=1e-5)
+    res = json.loads((tmp_path / "api" / "results.json").read_text())
+    assert res["models"]["target"]["backend"] == "openai" and KEY not in json.dumps(res)
+    sent = len(server.behaviour.requests)
+    assert sent == 2 * len(texts)  # target and lowercase passes
+    code, _, err = run_cli(capsys, *api_run, "--methods", "loss,mink:k=0.5", "--output", tmp_path / "again")
+    assert code == 0, err
+    assert len(server.behaviour.requests) == sent  # all from the cache
