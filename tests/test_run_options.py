@@ -94,3 +94,17 @@ def test_unreachable_hub_is_one_sentence_within_seconds(monkeypatch, tmp_path):
     with pytest.raises(pddkit.PddkitError, match="not in the local Hugging Face cache and the hub"):
         load_model("some-org/some-model", device="cpu")
     assert time.perf_counter() - t0 < 10
+
+
+def test_help_and_list_are_whole_and_aligned(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    commands = out.split("Commands:")[1].strip().splitlines()
+    assert code == 0 and len(commands) >= 7 and not any(c.rstrip().endswith("...") for c in commands)
+    code, out, _ = run_cli(capsys, "list")
+    rows = [r for r in out.splitlines() if r.startswith("  ") and r.split()[0] in (
+        "loss", "neighbor", "probe", "surp", "blind")]
+    assert code == 0 and len(rows) == 5
+    starts = {r.index(word) for r in rows for word in ("target model", "masked LM", "probe (",
+                                                       "labels only") if word in r}
+    assert len(starts) == 1, rows  # the needs column starts at one position
+    assert "probe (hidden states, local model)" in out and "(full distribution)" in out

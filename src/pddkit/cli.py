@@ -55,7 +55,7 @@ def _model_options(fn):
     return fn
 
 
-@cli.command()
+@cli.command(short_help="Score texts; metrics when they are labelled.")
 @click.option("--model", required=True,
               help="Target model: local directory or hub id (--backend openai: the served name).")
 @click.option("--backend", default="hf", show_default=True, type=click.Choice(["hf", "openai"]),
@@ -201,7 +201,7 @@ def _floats(text: str, option: str) -> tuple[float, ...]:
     return values
 
 
-@cli.group()
+@cli.group(short_help="Token frequency tables for DC-PDD.")
 def freq() -> None:
     """Token frequency tables for DC-PDD."""
 
@@ -234,7 +234,7 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
                + f"): {path}")
 
 
-@cli.command()
+@cli.command(short_help="Train on chosen documents, then detect them.")
 @click.option("--corpus", type=click.Path(), default=None,
               help="Folder of .txt files or a JSONL file (default: Python's own documentation).")
 @click.option("--output", default="sandbox-output", show_default=True, type=click.Path())
@@ -247,7 +247,9 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
 @click.option("--reference", default=150, show_default=True, help="Reference-pool documents.")
 @click.option("--background", default=0, show_default=True, help="Extra training documents (dilution).")
 @click.option("--repeats", default=1, show_default=True, help="Copies of each member per epoch.")
-@click.option("--epochs", default=12, show_default=True)
+@click.option("--epochs", default=12, show_default=True, help="Epochs of the target's training.")
+@click.option("--ref-epochs", default=4, show_default=True,
+              help="Epochs of the reference model's training on the reference pool.")
 @click.option("--lr", type=float, default=None,
               help="Learning rate [default: 2e-3 from scratch, 3e-5 with --base-model].")
 @click.option("--base-model", default=None,
@@ -273,7 +275,7 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
 @click.option("--overwrite", is_flag=True,
               help="Replace the sandbox results already in --output (else such a folder is refused).")
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
-            lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
+            ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
             windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed, overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
     then detect them (ground truth)."""
@@ -288,7 +290,8 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
         raise PddkitError(f"--windows {windows!r} must be positive numbers of words")
     cfg = SandboxConfig(corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size,
                         section_words=section_words, members=members, reference=reference,
-                        background=background, repeats=repeats, epochs=epochs, lr=lr,
+                        background=background, repeats=repeats, epochs=epochs,
+                        ref_epochs=ref_epochs, lr=lr,
                         layers=layers, width=width, context=context, windows=wins,
                         windows_per_doc=windows_per_doc, methods=methods,
                         mask_model=mask_model, probe_lrs=_floats(probe_lrs, "--probe-lrs"),
@@ -302,7 +305,7 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
     click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")
 
 
-@cli.command()
+@cli.command(short_help="Rebuild the reports of a results folder.")
 @click.argument("directory", type=click.Path())
 def report(directory) -> None:
     """Rebuild report.html / report.md from a results folder (or a whole sandbox folder)."""
@@ -324,7 +327,7 @@ def report(directory) -> None:
     click.echo(f"report: {html} and {md}")
 
 
-@cli.command()
+@cli.command(short_help="Model-free check for a distribution shift.")
 @click.option("--data", type=click.Path(), default=None, help="Labelled JSONL file of texts.")
 @click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64.")
 @click.option("--data-dir", type=click.Path(), default=None,
@@ -350,7 +353,7 @@ def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, over
     run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)
 
 
-@cli.group()
+@cli.group(short_help="The statistics cache: info, clear.")
 def cache() -> None:
     """The statistics cache (--cache DIR / PDDKIT_CACHE)."""
 
@@ -374,25 +377,34 @@ def cache_clear_cmd(directory) -> None:
     click.echo(f"removed {cache_clear(directory)} cache files from {directory}")
 
 
-@cli.command("list")
+@cli.command("list", short_help="Methods, baselines and benchmarks.")
 def list_cmd() -> None:
     """Methods with their needs and defaults, and benchmarks."""
     from pddkit.data import BENCHMARKS
     from pddkit.methods import METHODS
 
-    click.echo("methods:")
+    rows: list = ["methods:"]
     for m in METHODS:
-        params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
         needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
-        click.echo(f"  {m.name:10s} {params:30s} needs: {needs:20s} {m.paper}: {m.summary}")
-    click.echo("baselines:")
-    click.echo(f"  {'blind':10s} {'folds=5':30s} needs: labels only       Das et al. 2024: "
-               "TF-IDF + bag of words + dates + style, stacked, out-of-fold; "
-               "in every labelled run and as `pddkit blind`")
-    click.echo("benchmarks:")
+        if m.requires:
+            needs += " (" + ", ".join(sorted(r.replace("_", " ") for r in m.requires)) + ")"
+        params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
+        rows.append((m.name, params, needs, f"{m.paper}: {m.summary}"))
+    rows.append("baselines:")
+    rows.append(("blind", "folds=5", "labels only",
+                 "Das et al. 2024: TF-IDF + bag of words + dates + style, stacked, out-of-fold; "
+                 "in every labelled run and as `pddkit blind`"))
+    rows.append("benchmarks:")
     for b in BENCHMARKS:
         params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"
-        click.echo(f"  {b.name:10s} {params:30s} {b.description}")
+        rows.append((b.name, params, "", b.description))
+    cells = [r for r in rows if isinstance(r, tuple)]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]  # aligned columns
+    for r in rows:
+        if isinstance(r, str):
+            click.echo(r)
+        else:
+            click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
 
 
 def main(argv: list[str] | None = None) -> int:
