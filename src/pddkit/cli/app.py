@@ -1,0 +1,55 @@
+"""The `pddkit` command group, logging set-up and the entry point (user errors become one
+line on stderr and exit code 1)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from pddkit import progress
+from pddkit.errors import PddkitError
+from pddkit.version import __version__
+
+logger = logging.getLogger("pddkit")
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
+    logging.basicConfig(level=level, format="pddkit: %(message)s", stream=sys.stderr, force=True)
+    for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        if not progress.enabled():
+            hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="pddkit")
+@click.option("-v", "--verbose", count=True, help="More log output.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+def cli(verbose: int, quiet: bool) -> None:
+    """pddkit: was this text in this language model's pre-training data?"""
+    _setup_logging(verbose, quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: user errors become one line on stderr and exit code 1."""
+    try:
+        cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
+    except PddkitError as e:
+        click.echo(f"pddkit: error: {e}", err=True)
+        return 1
+    except click.exceptions.Abort:
+        click.echo("pddkit: aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    return 0

@@ -1,0 +1,21 @@
+"""`pddkit blind`: the model-free baseline alone."""
+
+from __future__ import annotations
+
+import click
+
+from pddkit.cli import options
+from pddkit.cli.app import cli
+
+
+@cli.command(short_help="Model-free check for a distribution shift.")
+@options.apply(options.BLIND_OPTIONS)
+def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, overwrite) -> None:
+    """Model-free check for a distribution shift between members and non-members."""
+    from pddkit import output_dir
+    from pddkit.evaluation.blind_run import run_blind
+
+    if output is not None:
+        output_dir.prepare(output, overwrite)  # before the work: fail early, lose nothing
+
+    run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)

@@ -1,0 +1,31 @@
+"""`pddkit cache info|clear DIR`: the statistics cache."""
+
+from __future__ import annotations
+
+import click
+
+from pddkit.cli.app import cli
+
+
+@cli.group(short_help="The statistics cache: info, clear.")
+def cache() -> None:
+    """The statistics cache (--cache DIR / PDDKIT_CACHE)."""
+
+
+@cache.command("info")
+@click.argument("directory", type=click.Path())
+def cache_info_cmd(directory) -> None:
+    """What a cache folder holds: shards, entries, size, per model."""
+    from pddkit.cache import cache_info
+
+    for line in cache_info(directory).lines():
+        click.echo(line)
+
+
+@cache.command("clear")
+@click.argument("directory", type=click.Path())
+def cache_clear_cmd(directory) -> None:
+    """Remove the cache's own files from a folder (nothing else in it)."""
+    from pddkit.cache import cache_clear
+
+    click.echo(f"removed {cache_clear(directory)} cache files from {directory}")

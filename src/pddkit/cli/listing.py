@@ -1,0 +1,37 @@
+"""`pddkit list`: methods, baselines and benchmarks."""
+
+from __future__ import annotations
+
+import click
+
+from pddkit.cli.app import cli
+
+
+@cli.command("list", short_help="Methods, baselines and benchmarks.")
+def list_cmd() -> None:
+    """Methods with their needs and defaults, and benchmarks."""
+    from pddkit.data import BENCHMARKS
+    from pddkit.methods import METHODS
+
+    rows: list = ["methods:"]
+    for m in METHODS:
+        needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
+        if m.requires:
+            needs += " (" + ", ".join(sorted(r.replace("_", " ") for r in m.requires)) + ")"
+        params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
+        rows.append((m.name, params, needs, f"{m.paper}: {m.summary}"))
+    rows.append("baselines:")
+    rows.append(("blind", "folds=5", "labels only",
+                 "Das et al. 2024: TF-IDF + bag of words + dates + style, stacked, out-of-fold; "
+                 "in every labelled run and as `pddkit blind`"))
+    rows.append("benchmarks:")
+    for b in BENCHMARKS:
+        params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"
+        rows.append((b.name, params, "", b.description))
+    cells = [r for r in rows if isinstance(r, tuple)]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]  # aligned columns
+    for r in rows:
+        if isinstance(r, str):
+            click.echo(r)
+        else:
+            click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])

@@ -1,0 +1,209 @@
+"""Every command-line flag pddkit has, spelled here and nowhere else: the commands
+(cli/*.py) apply these lists and turn flags into the parameters lower layers know by
+their Python names. Also the parsing of flag values that name the flag in their errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import click
+
+from pddkit.errors import PddkitError
+
+MODEL_OPTIONS = [
+    click.option("--device", default="auto", show_default=True,
+                 help="cpu, cuda, cuda:N, mps or auto."),
+    click.option("--dtype", default="auto", show_default=True,
+                 type=click.Choice(["auto", "float32", "bfloat16", "float16"]),
+                 help="Model weights' dtype (statistics are always float32)."),
+    click.option("--trust-remote-code", is_flag=True,
+                 help="Allow a model's own code from the hub to run (off by default)."),
+    click.option("--local-files-only", is_flag=True,
+                 help="Never contact the hub; use local directories and the cache."),
+]
+
+
+RUN_OPTIONS = [
+    click.option("--model", required=True,
+        help="Target model: local directory or hub id (--backend openai: the served name)."),
+    click.option("--backend", default="hf", show_default=True, type=click.Choice(["hf", "openai"]),
+        help="hf: a causal LM loaded here; openai: an OpenAI-compatible server (--api-base)."),
+    click.option("--api-base", default=None,
+        help="The server's URL for --backend openai, e.g. http://127.0.0.1:8000/v1."),
+    click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True,
+        help="Environment variable holding the API key (the key is never logged or saved)."),
+    click.option("--tokenizer", default=None,
+        help="Tokenizer (directory or hub id) of the served model [default: --model]."),
+    click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+    click.option("--cache", type=click.Path(), default=None, envvar="PDDKIT_CACHE",
+        help="Statistics cache folder: a rerun recomputes only what it lacks [env PDDKIT_CACHE]."),
+    click.option("--engine", default="local", show_default=True, type=click.Choice(["local", "ray"]),
+        help="Where the statistics passes run: this process, or Ray actors (pddkit[ray])."),
+    click.option("--ray-address", default=None, help="An existing Ray cluster (default: start one here)."),
+    click.option("--actors", default=1, show_default=True, type=int,
+        help="Ray actors, each with its own copy of the model."),
+    click.option("--gpus-per-actor", default=0.0, show_default=True, type=float),
+    click.option("--limit", default=None, type=int,
+        help="Score only this many texts (a seeded sample, both classes kept) for a quick try."),
+    click.option("--ref-model", default=None, help="Reference model for `ref`."),
+    click.option("--freq", type=click.Path(), default=None,
+        help="Frequency table for `dcpdd` (from `pddkit freq build`)."),
+    click.option("--data", type=click.Path(), default=None, help="JSONL file of texts."),
+    click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
+    click.option("--data-dir", type=click.Path(), default=None,
+        help="Local folder with the benchmark's files (else the hub)."),
+    click.option("--methods", default="all", show_default=True,
+        help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
+    click.option("--output", required=True, type=click.Path(), help="Folder for the results."),
+    click.option("--batch-size", default=8, show_default=True, type=int),
+    click.option("--max-length", default=None, type=int,
+        help="Cut texts to this many tokens, start token included (default: context)."),
+    click.option("--padding-side", default="right", show_default=True,
+        type=click.Choice(["right", "left"])),
+    click.option("--on-invalid", default="error", show_default=True,
+        type=click.Choice(["error", "skip"]),
+        help="A bad input line stops the run, or is left out and counted."),
+    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
+        help="Bootstrap resamples for the confidence intervals."),
+    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--val-fraction", type=float, default=None,
+        help="Choose hyperparameters on this stratified share of the labelled data."),
+    click.option("--val-data", type=click.Path(), default=None,
+        help="...or on this labelled JSONL file; metrics are then on --data only."),
+    click.option("--mask-model", default=None,
+        help="Masked LM for `neighbor` (default roberta-base; local directory or hub id)."),
+    click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
+        help="Reuse the neighbors.jsonl an earlier run saved."),
+    click.option("--probe-data", type=click.Path(), default=None,
+        help="JSONL of auxiliary texts absent from pre-training (trains the `probe`)."),
+    click.option("--probe-load", type=click.Path(), default=None,
+        help="A probe saved by an earlier run (its OUTPUT/probe folder)."),
+    click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
+        help="Proxy fine-tuning learning rates; the best on held-out rows is kept."),
+    click.option("--probe-lora", is_flag=True, help="Fine-tune the proxy with LoRA (needs peft)."),
+    click.option("--probe-standardize", default="per-set", show_default=True,
+        type=click.Choice(["per-set", "train"]),
+        help="Standardise each set of probe activations with its own mean and std (as Liu "
+        "et al.'s code), or all with the probe's training rows' statistics."),
+    click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline."),
+    click.option("--no-report", is_flag=True, help="Skip report.html / report.md."),
+    click.option("--overwrite", is_flag=True,
+        help="Replace the pddkit results already in --output (else such a folder is refused)."),
+    *MODEL_OPTIONS,
+]
+
+
+SANDBOX_OPTIONS = [
+    click.option("--corpus", type=click.Path(), default=None,
+        help="Folder of .txt files or a JSONL file (default: Python's own documentation)."),
+    click.option("--output", default="sandbox-output", show_default=True, type=click.Path()),
+    click.option("--tokenizer", type=click.Path(), default=None,
+        help="Tokenizer directory (default: a BPE trained on the reference pool and background, "
+        "never on members or non-members)."),
+    click.option("--sweep", default=None,
+        help="KNOB=v1,v2,...: one model per value (repeats, lr, background, epochs, width)."),
+    click.option("--members", default=150, show_default=True, help="Member documents (as many non-members)."),
+    click.option("--reference", default=150, show_default=True, help="Reference-pool documents."),
+    click.option("--background", default=0, show_default=True, help="Extra training documents (dilution)."),
+    click.option("--repeats", default=1, show_default=True, help="Copies of each member per epoch."),
+    click.option("--epochs", default=12, show_default=True, help="Epochs of the target's training."),
+    click.option("--ref-epochs", default=4, show_default=True,
+        help="Epochs of the reference model's training on the reference pool."),
+    click.option("--lr", type=float, default=None,
+        help="Learning rate [default: 2e-3 from scratch, 3e-5 with --base-model]."),
+    click.option("--base-model", default=None,
+        help="A pretrained causal LM (directory or hub id) to go on pre-training on the "
+        "members instead of a small model from scratch; it is also the reference model."),
+    click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:N] or mps."),
+    click.option("--layers", default=2, show_default=True),
+    click.option("--width", default=128, show_default=True),
+    click.option("--context", default=512, show_default=True, help="Model context in tokens."),
+    click.option("--vocab-size", default=2048, show_default=True),
+    click.option("--section-words", default=200, show_default=True,
+        help="Long files are cut into documents of about this many words."),
+    click.option("--windows", default="32,64,128", show_default=True, help="Window lengths in words."),
+    click.option("--windows-per-doc", default=2, show_default=True),
+    click.option("--methods", default="all", show_default=True),
+    click.option("--mask-model", default=None,
+        help="Fill-mask model (local directory or hub id) for `neighbor`; without one "
+        "`all` skips it."),
+    click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
+        help="Proxy learning rates for `probe` (its auxiliary data is the reference pool)."),
+    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True),
+    click.option("--seed", default=0, show_default=True),
+    click.option("--overwrite", is_flag=True,
+        help="Replace the sandbox results already in --output (else such a folder is refused)."),
+]
+
+
+BLIND_OPTIONS = [
+    click.option("--data", type=click.Path(), default=None, help="Labelled JSONL file of texts."),
+    click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
+    click.option("--data-dir", type=click.Path(), default=None,
+        help="Local folder with the benchmark's files (else the hub)."),
+    click.option("--on-invalid", default="error", show_default=True,
+        type=click.Choice(["error", "skip"]),
+        help="A bad input line stops the run, or is left out and counted."),
+    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
+        help="Bootstrap resamples for the confidence intervals."),
+    click.option("--output", type=click.Path(), default=None,
+        help="Folder for results.json and scores.jsonl (optional)."),
+    click.option("--overwrite", is_flag=True,
+        help="Replace the pddkit results already in --output (else such a folder is refused)."),
+]
+
+
+FREQ_BUILD_OPTIONS = [
+    click.option("--tokenizer", "tokenizer_name", required=True,
+        help="Model (directory or hub id) whose tokenizer to count with."),
+    click.option("--output", required=True, type=click.Path(), help="Table file to write (.npz)."),
+    click.option("--batch-docs", default=256, show_default=True, type=int,
+        help="Documents encoded per batch."),
+    click.option("--trust-remote-code", is_flag=True),
+    click.option("--local-files-only", is_flag=True),
+    click.argument("corpus", nargs=-1, required=True, type=click.Path()),
+]
+
+
+def apply(options: Sequence[Callable]) -> Callable:
+    """Decorator applying a list of click options, first listed = first in --help."""
+
+    def wrap(fn: Callable) -> Callable:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return wrap
+
+
+def floats(text: str, option: str) -> tuple[float, ...]:
+    """'1e-4,1e-3' -> (1e-4, 1e-3); `option` names the flag in the error."""
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be numbers separated by commas") from None
+    if not values:
+        raise PddkitError(f"{option} needs at least one value")
+    return values
+
+
+def window_lengths(text: str) -> tuple[int, ...]:
+    """--windows '32,64,128' -> (32, 64, 128)."""
+    try:
+        wins = tuple(sorted({int(w) for w in text.split(",") if w.strip()}))
+    except ValueError:
+        raise PddkitError(f"--windows {text!r} must be whole numbers of words") from None
+    if not wins or min(wins) < 1:
+        raise PddkitError(f"--windows {text!r} must be positive numbers of words")
+    return wins
+
+
+def check_run(data, benchmark, backend: str, api_base, val_fraction, val_data) -> None:
+    """Combinations of `pddkit run` flags that cannot work, before anything is read."""
+    if (data is None) == (benchmark is None):
+        raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
+    if backend == "openai" and not api_base:
+        raise PddkitError("--backend openai needs --api-base URL (the server's /v1 address)")
+    if val_fraction is not None and val_data is not None:
+        raise PddkitError("give at most one of --val-fraction and --val-data")

@@ -1,0 +1,31 @@
+"""`pddkit report DIR`: rebuild the reports of a results (or sandbox) folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pddkit.cli.app import cli
+
+
+@cli.command(short_help="Rebuild the reports of a results folder.")
+@click.argument("directory", type=click.Path())
+def report(directory) -> None:
+    """Rebuild report.html / report.md from a results folder (or a whole sandbox folder)."""
+    import json
+
+    from pddkit.evaluation.report import write_report
+
+    d = Path(directory)
+    if (d / "summary.json").is_file():
+        from pddkit.sandbox.summary import write_summary
+
+        summary = json.loads((d / "summary.json").read_text())
+        for r in summary["runs"]:
+            for w in r["windows"].values():
+                write_report(w["dir"])
+        click.echo(f"report: {write_summary(d, summary)}")
+        return
+    html, md = write_report(d)
+    click.echo(f"report: {html} and {md}")

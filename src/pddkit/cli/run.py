@@ -1,0 +1,78 @@
+"""`pddkit run`: data -> engine -> results, tables and report."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from pddkit.cli import options
+from pddkit.cli.app import cli
+
+logger = logging.getLogger("pddkit")
+
+
+@cli.command(short_help="Score texts; metrics when they are labelled.")
+@options.apply(options.RUN_OPTIONS)
+def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engine, ray_address,
+        actors, gpus_per_actor, limit, ref_model, freq, data,
+        benchmark, data_dir, methods, output, batch_size, max_length, padding_side, on_invalid,
+        n_bootstrap, seed, val_fraction, val_data,
+        mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
+        no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
+    """Score texts with every requested method; metrics when they are labelled."""
+    from pddkit import output_dir
+    from pddkit.data import load_benchmark, load_jsonl
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
+    from pddkit.evaluation.table import (
+        metrics_table,
+        scored_line,
+        unlabelled_summary,
+        validation_table,
+    )
+
+    options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
+    output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
+    dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
+               load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
+    if dataset.skipped:
+        logger.warning("left out %d invalid lines (listed in results.json), e.g. %s: %s",
+                       len(dataset.skipped), dataset.skipped[0].source, dataset.skipped[0].reason)
+    if limit is not None:
+        dataset = dataset.limit(limit, seed)
+    config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
+                       backend=backend, api_base=api_base, api_key_env=api_key_env,
+                       tokenizer=tokenizer, revision=revision, cache=cache, engine=engine,
+                       ray_address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor,
+                       batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
+                       padding_side=padding_side, trust_remote_code=trust_remote_code,
+                       local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
+                       blind=not no_blind, val_fraction=val_fraction, val_data=val_data,
+                       mask_model=mask_model, neighbors_file=neighbors_file,
+                       probe_data=probe_data, probe_load=probe_load,
+                       probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
+                       probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid)
+    val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
+    result = run_dataset(dataset, config, val_dataset=val_dataset)
+    out = result.write(output)
+    click.echo(scored_line(result))
+    if result.labelled:
+        click.echo(metrics_table(result))
+    else:
+        click.echo(unlabelled_summary(result, top=10, texts=[s.text for s in dataset.samples]))
+    if result.validation:
+        click.echo(validation_table(result))
+    click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
+    if result.labelled and not no_report:
+        import json
+        import time
+
+        from pddkit.evaluation.report import write_report
+
+        t0 = time.perf_counter()
+        html, _ = write_report(out)
+        saved = json.loads((out / "results.json").read_text())  # the report's time, recorded
+        saved["timings_s"]["report"] = time.perf_counter() - t0
+        (out / "results.json").write_text(json.dumps(saved, indent=2) + "\n")
+        click.echo(f"report: {html}")

@@ -1,0 +1,36 @@
+"""`pddkit sandbox`: train on chosen documents, then detect them (ground truth)."""
+
+from __future__ import annotations
+
+import click
+
+from pddkit.cli import options
+from pddkit.cli.app import cli
+
+
+@cli.command(short_help="Train on chosen documents, then detect them.")
+@options.apply(options.SANDBOX_OPTIONS)
+def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
+            ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
+            windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed, overwrite) -> None:
+    """Train a model on chosen documents (from scratch, or going on from --base-model),
+    then detect them (ground truth)."""
+    from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
+    from pddkit.sandbox.summary import summary_text
+
+    wins = options.window_lengths(windows)
+    cfg = SandboxConfig(corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size,
+                        section_words=section_words, members=members, reference=reference,
+                        background=background, repeats=repeats, epochs=epochs,
+                        ref_epochs=ref_epochs, lr=lr,
+                        layers=layers, width=width, context=context, windows=wins,
+                        windows_per_doc=windows_per_doc, methods=methods,
+                        mask_model=mask_model, probe_lrs=options.floats(probe_lrs, "--probe-lrs"),
+                        n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
+                        device=device)
+    from pddkit import output_dir
+
+    output_dir.prepare(output, overwrite)  # before any training: fail early, lose nothing
+    summary = run_sandbox(cfg, output, sweep=sweep)
+    click.echo(summary_text(summary))
+    click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")
