@@ -74,9 +74,11 @@ class CachingBackend:
                 for d in dict.fromkeys([*self.hits, *self.misses])}
 
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                      desc: str = "statistics") -> list[TokenStats]:
+                      desc: str = "statistics", compute=None) -> list[TokenStats]:
         """TokenStats per id sequence, in order: stored ones read, the others computed and
-        stored. Each carries the `truncated` flag given here."""
+        stored. Each carries the `truncated` flag given here. `compute(ids, truncated,
+        desc)` computes the misses elsewhere (the Ray executor); default: the backend."""
+        compute = compute or (lambda i, t, d: self.backend.stats_for_ids(i, t, desc=d))
         fp = self.fingerprint()
         seqs = [list(s) for s in ids]
         flags = [bool(t) for t in truncated]
@@ -93,8 +95,7 @@ class CachingBackend:
         for c in range(0, len(todo), self.chunk):
             part = todo[c:c + self.chunk]
             self.calls += 1
-            new = self.backend.stats_for_ids([seqs[i] for i in part], [flags[i] for i in part],
-                                             desc=desc)
+            new = compute([seqs[i] for i in part], [flags[i] for i in part], desc)
             for i, st in zip(part, new):
                 out[i] = st
             self.store.put_many(((keys[i], out[i]) for i in part), fingerprint=fp, model=self.name)

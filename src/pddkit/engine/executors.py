@@ -29,9 +29,14 @@ class LocalExecutor:
 
 
 def make_executor(config) -> Executor:
-    """The executor config.engine names ("local"; "ray" in executors_ray.py)."""
+    """The executor config.engine names: "local", or "ray" (executors_ray.py)."""
     if config.engine == "local":
         return LocalExecutor()
+    if config.engine == "ray":
+        from pddkit.engine.executors_ray import RayExecutor
+
+        return RayExecutor(address=config.ray_address, actors=config.actors,
+                           gpus_per_actor=config.gpus_per_actor)
     from pddkit.errors import PddkitError
 
-    raise PddkitError(f"unknown engine {config.engine!r}; known: local")
+    raise PddkitError(f"unknown engine {config.engine!r}; known: local, ray")

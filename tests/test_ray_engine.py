@@ -1,0 +1,114 @@
+"""The Ray executor on a local Ray started here: one actor (torch threads 1: two one-CPU
+actors on two cores deadlock), the same batches as the local pass, so statistics equal
+the local engine's bit for bit; the cache sends only its misses; one sentence for a model
+handed over in memory and for Ray missing."""
+
+import builtins
+
+import numpy as np
+import pytest
+from conftest import gutenberg_paragraphs, shared_path
+
+from pddkit.errors import PddkitError
+
+ray = pytest.importorskip("ray")  # installed by `make test` (the test extra); see pyproject
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from pddkit.sandbox.training import gpt2_tokenizer
+
+    tok = gpt2_tokenizer(shared_path("tokenizers", "gpt2"))
+    torch.manual_seed(0)
+    d = tmp_path_factory.mktemp("ray") / "tiny"
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=2, n_embd=32, n_head=2, n_positions=128,
+                               initializer_range=0.5)).save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+def same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.ids, y.ids) and x.truncated == y.truncated
+        for k in ("L", "H", "M2"):
+            assert np.array_equal(getattr(x, k), getattr(y, k)), k
+
+
+@pytest.mark.slow
+def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray, model_dir, tmp_path):
+    from pddkit.backends.hf import HFBackend
+    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.engine.executors import LocalExecutor
+    from pddkit.engine.executors_ray import RayExecutor
+
+    texts = [*gutenberg_paragraphs(9, seed=5), "Short.", " ".join(gutenberg_paragraphs(3, seed=6))]
+    names = [f"t{i}" for i in range(len(texts))]
+    backend = HFBackend.load(str(model_dir), device="cpu", dtype="float32", batch_size=3)
+    local = LocalExecutor().token_stats(backend, texts, names, "target pass")
+    assert any(st.truncated for st in local)  # the long one is cut to the 128-token context
+    remote = RayExecutor(actors=1).token_stats(backend, texts, names, "target pass")
+    same(local, remote)
+    # behind the cache, the same calls give the same statistics on both engines: a subset
+    # first (5 misses), then all texts (5 hits, 6 misses computed remotely)
+    results = {}
+    for name, ex in (("local", LocalExecutor()), ("ray", RayExecutor(actors=1))):
+        cached = CachingBackend(backend, StatsStore.open(tmp_path / name))
+        results[name] = [ex.token_stats(cached, texts[:5], names[:5], "target pass"),
+                         ex.token_stats(cached, texts, names, "target pass")]
+        assert cached.counts()["target pass"] == (5, len(texts))  # hits 5, misses 5 + 6
+    for a, b in zip(results["local"], results["ray"]):
+        same(a, b)
+
+
+def test_a_model_in_memory_is_one_sentence(local_ray, model_dir):
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine.executors_ray import RayExecutor
+    from pddkit.runner.loading import load_model
+
+    backend = HFBackend(load_model(str(model_dir), device="cpu", dtype="float32"))
+    with pytest.raises(PddkitError, match="needs a model it can load by name"):
+        RayExecutor().token_stats(backend, ["some text here"], ["t"], "target pass")
+
+
+def test_ray_missing_is_one_sentence(monkeypatch):
+    from pddkit.engine.executors_ray import RayExecutor
+
+    real = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray":
+            raise ModuleNotFoundError("No module named 'ray'", name="ray")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(PddkitError, match=r"pip install 'pddkit\[ray\]'"):
+        RayExecutor()
+
+
+@pytest.mark.slow
+def test_pddkit_run_engine_ray_scores_like_the_local_engine(local_ray, model_dir, tmp_path, capsys):
+    import json
+
+    from cli_helpers import run_cli, write_jsonl
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": i % 2}
+                                              for i, t in enumerate(gutenberg_paragraphs(8, seed=9))])
+    common = ["run", "--model", model_dir, "--data", data, "--methods", "loss,mink,minkpp,lowercase",
+              "--device", "cpu", "--dtype", "float32", "--no-blind", "--no-report", "--bootstrap", "20"]
+    code, _, err = run_cli(capsys, *common, "--engine", "ray", "--actors", "1", "--output", tmp_path / "r")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, *common, "--output", tmp_path / "l")
+    assert code == 0, err
+    rows = [(tmp_path / d / "scores.jsonl").read_text().splitlines() for d in "rl"]
+    assert [json.loads(x) for x in rows[0]] == [json.loads(x) for x in rows[1]]  # bit for bit
