@@ -75,7 +75,8 @@ def main() -> None:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from pddkit.pipeline import RunConfig, run_dataset
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
     from pddkit.runner.loading import load_model
     from pddkit.runner.probe import activations
 
