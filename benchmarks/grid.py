@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
+from pddkit.methods.grid import Padded, grids
 from pddkit.stats import TokenStats
 
 
@@ -28,10 +28,10 @@ def main() -> None:
     t0 = time.perf_counter()
     P = Padded.of(stats)
     print(f"padding {a.texts} x {a.tokens}: {time.perf_counter() - t0:.2f} s")
-    for method in sorted(GRIDS):
+    for method, grid in sorted(grids().items()):
         t0 = time.perf_counter()
-        grid_scores(method, P, log_f)
-        print(f"{method:7s} {len(grid_points(method)):4d} grid points: "
+        grid.scores(P, log_f)
+        print(f"{method:7s} {len(grid.points()):4d} grid points: "
               f"{time.perf_counter() - t0:.2f} s")
 
 

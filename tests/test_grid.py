@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pddkit.methods import METHODS
-from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
+from pddkit.methods.grid import GRIDS, Grid, Padded, grid_points, grid_scores, grids
 from pddkit.stats import Observation, TokenStats
 
 V = 40
@@ -25,15 +25,43 @@ def random_stats(rng, n_texts):
     return out
 
 
-@pytest.mark.parametrize("method", sorted(GRIDS))
+@pytest.mark.parametrize("method", sorted(grids()))
 def test_grid_equals_per_text_function(method):
+    """Every registered grid (a new method's too), column by column."""
     rng = np.random.default_rng(0)
     stats = random_stats(rng, 60)
-    got = grid_scores(method, Padded.of(stats), LOG_F)
-    points = grid_points(method)
+    got = grids()[method].scores(Padded.of(stats), LOG_F)
+    points = grids()[method].points()
     assert got.shape == (60, len(points))
     spec = METHODS.get(method)
     for g, params in enumerate(points):
         want = [spec.fn(Observation("x", s, log_freq=LOG_F), **params) for s in stats]
         np.testing.assert_allclose(got[:, g], want, rtol=1e-9, atol=1e-12, err_msg=str(params))
 
+
+
+def test_the_built_in_grids_are_registered_beside_their_methods():
+    assert {"mink", "minkpp", "surp", "dcpdd"} <= set(grids())
+    for name, grid in grids().items():
+        assert METHODS.get(name).grid is grid
+        assert set(grid.values) <= set(METHODS.get(name).defaults)
+
+
+def test_points_run_row_major_over_the_parameters_as_listed():
+    g = Grid({"e": (1.0, 2.0), "k": (10.0, 20.0, 30.0)}, lambda P, log_freq, e, k: None)
+    assert g.points() == [{"e": e, "k": k} for e in (1.0, 2.0) for k in (10.0, 20.0, 30.0)]
+    with pytest.raises(ValueError):
+        Grid({"k": ()}, lambda P, log_freq, k: None)
+
+
+def test_compatibility_names_read_the_registry():
+    """GRIDS / grid_points / grid_scores (the engine's old calls) equal MethodSpec.grid."""
+    stats = random_stats(np.random.default_rng(1), 12)
+    P = Padded.of(stats)
+    assert set(GRIDS) == set(grids())
+    for name, grid in grids().items():
+        assert GRIDS[name] == {k: list(v) for k, v in grid.values.items()}
+        assert grid_points(name) == grid.points()
+        np.testing.assert_array_equal(grid_scores(name, P, LOG_F), grid.scores(P, LOG_F))
+    with pytest.raises(KeyError):
+        grid_points("loss")  # a method without a grid

@@ -185,7 +185,7 @@ def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, n
     """For each method with a grid: the value chosen on validation, measured on test. The
     probe's grid is (proxy learning rate, layer); its default is the auxiliary-data choice."""
     from pddkit.evaluation.validation import validate
-    from pddkit.methods.grid import GRIDS, Padded, grid_points, grid_scores
+    from pddkit.methods.grid import Padded
 
     out = {}
     padded = None
@@ -203,13 +203,12 @@ def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, n
                                     config.n_bootstrap, config.seed,
                                     default={"proxy_lr": best.proxy_lr_, "layer": best.layer_})
             continue
-        if c.spec.name not in GRIDS:
+        if c.spec.grid is None:
             continue
         padded = padded or Padded.of(table.target)
-        grid = grid_points(c.spec.name)
-        scores = grid_scores(c.spec.name, padded, table.log_freq)  # [N, G], no forward pass
-        out[c.label] = validate(c.spec.name, grid, scores, labels, val_idx, test_idx,
-                                config.n_bootstrap, config.seed)
+        scores = c.spec.grid.scores(padded, table.log_freq)  # [N, G], no forward pass
+        out[c.label] = validate(c.spec.name, c.spec.grid.points(), scores, labels, val_idx,
+                                test_idx, config.n_bootstrap, config.seed)
     return out
 
 

@@ -163,9 +163,9 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     surp = next((v["validation"] for v in results["methods"].values()
                  if v["method"] == "surp" and v.get("validation")), None)
     if surp:
-        from pddkit.methods.grid import GRIDS
+        from pddkit.methods.grid import grids
 
-        g = GRIDS["surp"]
+        g = grids()["surp"].values
         grid = np.array(surp["val_auc_grid"]).reshape(len(g["entropy_threshold"]), len(g["k"]))
         images["surp_heatmap.png"] = ("SURP: validation AUC over its two parameters",
                                       plots.heatmap_png(grid, g["entropy_threshold"], g["k"],

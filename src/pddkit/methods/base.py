@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pddkit.errors import PddkitError
+from pddkit.methods.grid import Grid
 from pddkit.params import bind_params, parse_spec, split_spec_list
 from pddkit.registry import Registry
 from pddkit.stats import Observation
@@ -38,12 +39,12 @@ class Need(str, Enum):
                 "probe": "--probe-data or --probe-load"}[self.value]
 
 
-# what a backend must give for a method that `requires` it (backends.base.Capabilities
-# field names; plain strings so methods never import backends)
+# what a backend must give for a method that `requires` it: backends.base.Capabilities
+# field names, as plain strings so that methods never import backends
 REQUIREMENTS = {
-    "full_distribution": "the full next-token distribution (H, M2), not only token log-probabilities",
+    "full_distribution": "the full next-token distribution (H, M2)",
     "hidden_states": "hidden states",
-    "local_model": "a local model it can fine-tune",
+    "local_model": "a local model",
 }
 
 
@@ -56,6 +57,7 @@ class MethodSpec:
     paper: str
     summary: str
     requires: frozenset[str] = frozenset()  # backend capabilities the method reads
+    grid: Grid | None = None  # every text x every hyperparameter value, for validation
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,10 @@ METHODS.set_loader(_load_builtin)
 
 
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
-                    paper: str, summary: str):
+                    grid: Grid | None = None, paper: str, summary: str):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
-    names the backend capabilities it reads (REQUIREMENTS)."""
+    names the backend capabilities it reads (REQUIREMENTS keys); `grid` scores every text
+    at every value of some of its hyperparameters at once, for validation."""
     unknown = set(requires) - set(REQUIREMENTS)
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -91,22 +94,31 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     def deco(fn: Callable[..., float]) -> Callable[..., float]:
         sig = inspect.signature(fn)
         defaults = {k: p.default for k, p in sig.parameters.items() if p.kind is p.KEYWORD_ONLY}
+        if grid is not None and not set(grid.values) <= set(defaults):
+            raise ValueError(f"method {name}: grid parameters {sorted(set(grid.values) - set(defaults))} "
+                             "are not its hyperparameters")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
-                                     frozenset(requires)))
+                                     frozenset(requires), grid))
         return fn
 
     return deco
 
 
-def _unmet(spec: MethodSpec, capabilities) -> str | None:
-    """The notice for a method the backend cannot serve, or None."""
+def unmet(spec: MethodSpec, capabilities) -> str | None:
+    """The one-line notice for a method the backend cannot serve, or None. `capabilities`:
+    an object with boolean attributes named as REQUIREMENTS (one it lacks counts as
+    given); None = everything is given."""
     if capabilities is None:
         return None
-    missing = sorted(r for r in spec.requires if not getattr(capabilities, r))
+    missing = [r for r in REQUIREMENTS if r in spec.requires and not getattr(capabilities, r, True)]
     if not missing:
         return None
-    what = " and ".join(REQUIREMENTS[m] for m in missing)
-    return f"skipping {spec.name}: it reads {what}, which this backend does not give"
+    if missing == ["full_distribution"]:
+        return (f"skipping {spec.name}: the backend gives only token log-probabilities, "
+                "not the full next-token distribution it reads (H, M2)")
+    what = " and ".join(REQUIREMENTS[m] for m in missing).replace(
+        "hidden states and a local model", "hidden states of a local model")
+    return f"skipping {spec.name}: it needs {what}, which this backend does not give"
 
 
 def resolve_methods(text: str, available: set[Need], notices: list[str] | None = None,
@@ -115,14 +127,16 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
 
     `all` keeps the methods whose needs `available` meets and logs one line per method
     skipped (also appended to `notices`); a method named explicitly with an unmet need is
-    an error. A method reading what the backend cannot give (`capabilities`, an object
-    with boolean attributes; None = everything) is skipped with a notice, named or not:
-    never approximated.
+    an error. A method reading what the backend cannot give (`capabilities`, see `unmet`)
+    is skipped with a notice, named or not: never approximated. Selecting nothing is an
+    error.
     """
     calls: list[MethodCall] = []
+    skipped: list[str] = []
 
     def skip(line: str) -> None:
         logger.warning(line)
+        skipped.append(line)
         if notices is not None:
             notices.append(line)
 
@@ -136,15 +150,15 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
                 if missing:
                     need = sorted(missing)[0]
                     skip(f"skipping {spec.name}: it needs a {need.value} ({need.option})")
-                elif _unmet(spec, capabilities):
-                    skip(_unmet(spec, capabilities))
+                elif unmet(spec, capabilities):
+                    skip(unmet(spec, capabilities))
                 else:
                     calls.append(MethodCall(spec, dict(spec.defaults)))
             continue
         spec = METHODS.get(name)
         params = bind_params(f"method {name}", spec.defaults, raw)
-        if _unmet(spec, capabilities):
-            skip(_unmet(spec, capabilities))
+        if unmet(spec, capabilities):
+            skip(unmet(spec, capabilities))
             continue
         missing = spec.needs - available
         if missing:
@@ -152,7 +166,8 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
             raise PddkitError(f"method {name} needs a {need.value}: pass {need.option}")
         calls.append(MethodCall(spec, params))
     if not calls:
-        raise PddkitError(f"--methods {text!r} selects no method")
+        why = f" ({skipped[-1]})" if len(skipped) == 1 else ""
+        raise PddkitError(f"--methods {text!r} selects no method{why}")
     return _label(calls)
 
 

@@ -1,27 +1,22 @@
 """Vectorised hyperparameter grids: every text x every grid value from statistics already
 computed (no forward pass), for choosing hyperparameters on validation data.
 
-Each function returns [N, G] scores equal to calling the method's own per-text function
-(methods/*.py) with each grid value; tests pin that equality.
+A method with a grid passes `grid=Grid(values, fn)` to register_method; `fn` lives beside
+the method's per-text function and returns [N, G] scores equal to calling it with each
+grid point (tests/test_grid.py pins that for every registered grid). This module holds
+the shared machinery: padded statistics and the sorted-prefix helpers.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from pddkit.stats import TokenStats
-
-GRIDS: dict[str, dict[str, list[float]]] = {
-    "mink": {"k": [round(0.05 * i, 2) for i in range(1, 21)]},
-    "minkpp": {"k": [round(0.05 * i, 2) for i in range(1, 21)]},
-    "surp": {"entropy_threshold": [0.5 * i for i in range(1, 21)],
-             "k": [float(10 * i) for i in range(1, 11)]},
-    "dcpdd": {"a": [0.001, 0.01, 0.1, 1.0, 10.0]},
-}
 
 
 @dataclass(frozen=True)
@@ -46,6 +41,30 @@ class Padded:
         return cls(ids=ids, n=np.array([len(s) for s in stats]), **arrays)
 
 
+@dataclass(frozen=True)
+class Grid:
+    """A method's hyperparameter grid. `values`: parameter -> values; columns run over
+    their product, row-major in the order the parameters are listed (the last varies
+    fastest). `fn(P, log_freq, **values) -> [N, G]` is the method's vectorised function."""
+
+    values: dict[str, tuple[float, ...]]
+    fn: Callable[..., np.ndarray]
+
+    def __post_init__(self) -> None:
+        if not self.values or not all(len(v) for v in self.values.values()):
+            raise ValueError("a grid needs at least one value of at least one parameter")
+        object.__setattr__(self, "values", {k: tuple(v) for k, v in self.values.items()})
+
+    def points(self) -> list[dict]:
+        """The grid's parameter dicts, in the column order of `scores`."""
+        names = list(self.values)
+        return [dict(zip(names, combo)) for combo in itertools.product(*self.values.values())]
+
+    def scores(self, P: Padded, log_freq: np.ndarray | None = None) -> np.ndarray:
+        """[N, G] scores of every text at every grid point (no forward pass)."""
+        return self.fn(P, log_freq, **self.values)
+
+
 def _lowest_means(values: np.ndarray, n: np.ndarray, ks: Sequence[float]) -> np.ndarray:
     """[N, G]: mean of the m = max(1, floor(k*n)) smallest of each row's first n values."""
     srt = np.sort(np.where(np.isnan(values), np.inf, values), axis=1)  # NaN padding last
@@ -55,15 +74,6 @@ def _lowest_means(values: np.ndarray, n: np.ndarray, ks: Sequence[float]) -> np.
         m = np.array([max(1, math.floor(k * int(x))) for x in n])  # as methods.base.n_lowest
         out[:, g] = csum[np.arange(len(n)), m - 1] / m
     return out
-
-
-def mink_grid(P: Padded, k: Sequence[float]) -> np.ndarray:
-    return _lowest_means(P.L, P.n, k)
-
-
-def minkpp_grid(P: Padded, k: Sequence[float]) -> np.ndarray:
-    z = (P.L + P.H) / np.sqrt(np.maximum(P.M2 - P.H * P.H, 1e-12))
-    return _lowest_means(z, P.n, k)
 
 
 def _percentiles(L: np.ndarray, n: np.ndarray, ks: Sequence[float]) -> np.ndarray:
@@ -81,54 +91,37 @@ def _percentiles(L: np.ndarray, n: np.ndarray, ks: Sequence[float]) -> np.ndarra
     return out
 
 
-def surp_grid(P: Padded, entropy_threshold: Sequence[float], k: Sequence[float]) -> np.ndarray:
-    """[N, E*K] in row-major (threshold, k) order: S = {H < e, L < t_k}, with the SPEC's
-    fallbacks ({L < t_k}, then all tokens)."""
-    valid = ~np.isnan(P.L)
-    L0 = np.where(valid, P.L, 0.0)
-    t = _percentiles(P.L, P.n, k)  # [N, K]
-    all_mean = L0.sum(1) / P.n
-    out = np.empty((P.L.shape[0], len(entropy_threshold) * len(k)))
-    for j in range(len(k)):
-        low = valid & (P.L < t[:, j:j + 1])  # [N, T]
-        low_n = low.sum(1)
-        low_mean = np.where(low_n > 0, (L0 * low).sum(1) / np.maximum(low_n, 1), all_mean)
-        for e, thr in enumerate(entropy_threshold):
-            sel = low & (P.H < thr)
-            cnt = sel.sum(1)
-            out[:, e * len(k) + j] = np.where(cnt > 0, (L0 * sel).sum(1) / np.maximum(cnt, 1),
-                                              low_mean)
-    return out
+def grids() -> dict[str, Grid]:
+    """Every registered method's grid, by method name."""
+    from pddkit.methods.base import METHODS
+
+    return {m.name: m.grid for m in METHODS if m.grid is not None}
 
 
-def dcpdd_grid(P: Padded, log_freq: np.ndarray, a: Sequence[float]) -> np.ndarray:
-    first = np.zeros_like(P.ids, dtype=bool)  # first occurrence of each id in each row
-    for i in range(P.ids.shape[0]):
-        _, idx = np.unique(P.ids[i, :P.n[i]], return_index=True)
-        first[i, idx] = True
-    v = np.where(first, -np.exp(np.where(first, P.L, 0.0)) * log_freq[np.maximum(P.ids, 0)], 0.0)
-    cnt = first.sum(1)
-    return np.stack([np.where(first, np.minimum(v, x), 0.0).sum(1) / cnt for x in a], axis=1)
+# Compatibility names (the engine before grids lived beside their methods): thin readers
+# of the registry, no copy of the values. New code reads MethodSpec.grid.
+
+class _GridValues(Mapping):
+    """GRIDS[method] -> {parameter: [values]}, read from the registry on each access."""
+
+    def __getitem__(self, method: str) -> dict[str, list[float]]:
+        return {k: list(v) for k, v in grids()[method].values.items()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(grids())
+
+    def __len__(self) -> int:
+        return len(grids())
+
+
+GRIDS: Mapping[str, dict[str, list[float]]] = _GridValues()
 
 
 def grid_points(method: str) -> list[dict]:
-    """The grid's parameter dicts in the column order of the functions above."""
-    g = GRIDS[method]
-    if method == "surp":
-        return [{"entropy_threshold": e, "k": k} for e in g["entropy_threshold"] for k in g["k"]]
-    (name, values), = g.items()
-    return [{name: v} for v in values]
+    """Compatibility: `METHODS.get(method).grid.points()`."""
+    return grids()[method].points()
 
 
 def grid_scores(method: str, P: Padded, log_freq: np.ndarray | None = None) -> np.ndarray:
-    g = GRIDS[method]
-    if method == "mink":
-        return mink_grid(P, g["k"])
-    if method == "minkpp":
-        return minkpp_grid(P, g["k"])
-    if method == "surp":
-        return surp_grid(P, g["entropy_threshold"], g["k"])
-    if method == "dcpdd":
-        assert log_freq is not None
-        return dcpdd_grid(P, log_freq, g["a"])
-    raise KeyError(method)
+    """Compatibility: `METHODS.get(method).grid.scores(P, log_freq)`."""
+    return grids()[method].scores(P, log_freq)

@@ -1,9 +1,14 @@
 """Min-K% Prob (Shi et al. 2024, ICLR, sec. 3, ../shared/papers/min-k-prob-wikimia.txt)."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from pddkit.methods.base import n_lowest, register_method
+from pddkit.methods.grid import Grid, Padded, _lowest_means
 from pddkit.stats import Observation
+
+K_GRID = tuple(round(0.05 * i, 2) for i in range(1, 21))  # 0.05 ... 1.0
 
 
 def mean_of_lowest(values: np.ndarray, k: float) -> float:
@@ -13,7 +18,12 @@ def mean_of_lowest(values: np.ndarray, k: float) -> float:
     return float(np.mean(np.partition(v, m - 1)[:m]))
 
 
-@register_method("mink", paper="Shi et al. 2024",
+def mink_grid(P: Padded, log_freq, k: Sequence[float]) -> np.ndarray:
+    """[N, K]: mink at every k of the grid, from padded statistics."""
+    return _lowest_means(P.L, P.n, k)
+
+
+@register_method("mink", grid=Grid({"k": K_GRID}, mink_grid), paper="Shi et al. 2024",
                  summary="mean of the k fraction of lowest token log-probabilities")
 def mink(obs: Observation, *, k: float = 0.2) -> float:
     return mean_of_lowest(obs.target.L, k)

@@ -1,10 +1,13 @@
 """Min-K%++ (Zhang et al. 2025, ICLR): token log-prob standardised by the model's
 own distribution, z_i = (L_i - mu_i) / sigma_i with mu_i = -H_i, sigma_i^2 = M2_i - H_i^2."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from pddkit.methods.base import register_method
-from pddkit.methods.mink import mean_of_lowest
+from pddkit.methods.grid import Grid, Padded, _lowest_means
+from pddkit.methods.mink import K_GRID, mean_of_lowest
 from pddkit.stats import Observation
 
 VAR_FLOOR = 1e-12
@@ -15,7 +18,13 @@ def zscores(L: np.ndarray, H: np.ndarray, M2: np.ndarray) -> np.ndarray:
     return (L + H) / np.sqrt(np.maximum(M2 - H * H, VAR_FLOOR))
 
 
-@register_method("minkpp", requires=("full_distribution",), paper="Zhang et al. 2025",
+def minkpp_grid(P: Padded, log_freq, k: Sequence[float]) -> np.ndarray:
+    """[N, K]: minkpp at every k of the grid, from padded statistics (NaN padding stays NaN)."""
+    return _lowest_means(zscores(P.L, P.H, P.M2), P.n, k)
+
+
+@register_method("minkpp", requires=("full_distribution",), grid=Grid({"k": K_GRID}, minkpp_grid),
+                 paper="Zhang et al. 2025",
                  summary="Min-K% over z_i = (L_i + H_i) / sqrt(M2_i - H_i^2)")
 def minkpp(obs: Observation, *, k: float = 0.2) -> float:
     t = obs.target

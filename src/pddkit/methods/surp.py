@@ -1,14 +1,42 @@
 """SURP (Zhang & Wu 2024, sec. 3, ../shared/papers/surp-surprising-tokens.txt): mean
 log-probability of "surprising" tokens, those with low entropy and low probability."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.methods.base import register_method
+from pddkit.methods.grid import Grid, Padded, _percentiles
 from pddkit.stats import Observation
 
+GRID = {"entropy_threshold": tuple(0.5 * i for i in range(1, 21)),
+        "k": tuple(float(10 * i) for i in range(1, 11))}
 
-@register_method("surp", requires=("full_distribution",), paper="Zhang & Wu 2024",
+
+def surp_grid(P: Padded, log_freq, entropy_threshold: Sequence[float],
+              k: Sequence[float]) -> np.ndarray:
+    """[N, E*K] in row-major (threshold, k) order: S = {H < e, L < t_k}, with the SPEC's
+    fallbacks ({L < t_k}, then all tokens)."""
+    valid = ~np.isnan(P.L)
+    L0 = np.where(valid, P.L, 0.0)
+    t = _percentiles(P.L, P.n, k)  # [N, K]
+    all_mean = L0.sum(1) / P.n
+    out = np.empty((P.L.shape[0], len(entropy_threshold) * len(k)))
+    for j in range(len(k)):
+        low = valid & (P.L < t[:, j:j + 1])  # [N, T]
+        low_n = low.sum(1)
+        low_mean = np.where(low_n > 0, (L0 * low).sum(1) / np.maximum(low_n, 1), all_mean)
+        for e, thr in enumerate(entropy_threshold):
+            sel = low & (P.H < thr)
+            cnt = sel.sum(1)
+            out[:, e * len(k) + j] = np.where(cnt > 0, (L0 * sel).sum(1) / np.maximum(cnt, 1),
+                                              low_mean)
+    return out
+
+
+@register_method("surp", requires=("full_distribution",), grid=Grid(GRID, surp_grid),
+                 paper="Zhang & Wu 2024",
                  summary="mean L_i over tokens with H_i < threshold and L_i < k-th percentile")
 def surp(obs: Observation, *, entropy_threshold: float = 2.0, k: float = 40.0) -> float:
     if not 0 <= k <= 100:
