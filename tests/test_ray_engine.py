@@ -1,9 +1,11 @@
 """The Ray executor on a local Ray started here: one actor (torch threads 1: two one-CPU
 actors on two cores deadlock), the same batches as the local pass, so statistics equal
-the local engine's bit for bit; the cache sends only its misses; one sentence for a model
-handed over in memory and for Ray missing."""
+the local engine's bit for bit; the cache sends only its misses, all in one Ray pass; one
+sentence for a model handed over in memory, an actor that cannot load the model, an
+unreachable cluster and Ray missing."""
 
 import builtins
+import shutil
 
 import numpy as np
 import pytest
@@ -46,7 +48,8 @@ def same(a, b):
 
 
 @pytest.mark.slow
-def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray, model_dir, tmp_path):
+def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray, model_dir, tmp_path,
+                                                                     monkeypatch):
     from pddkit.backends.hf import HFBackend
     from pddkit.cache import CachingBackend, StatsStore
     from pddkit.engine.executors import LocalExecutor
@@ -60,13 +63,19 @@ def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray,
     remote = RayExecutor(actors=1).token_stats(backend, texts, names, "target pass")
     same(local, remote)
     # behind the cache, the same calls give the same statistics on both engines: a subset
-    # first (5 misses), then all texts (5 hits, 6 misses computed remotely)
-    results = {}
-    for name, ex in (("local", LocalExecutor()), ("ray", RayExecutor(actors=1))):
-        cached = CachingBackend(backend, StatsStore.open(tmp_path / name))
+    # first (5 misses), then all texts (5 hits, 6 misses computed remotely, in two chunks
+    # of 3 that one Ray pass serves: one actor pool, one model load)
+    results, starts = {}, []
+    ray_ex = RayExecutor(actors=1)
+    start = ray_ex._start
+    monkeypatch.setattr(ray_ex, "_start", lambda *a: starts.append(1) or start(*a))
+    for name, ex in (("local", LocalExecutor()), ("ray", ray_ex)):
+        cached = CachingBackend(backend, StatsStore.open(tmp_path / name), chunk=3)
         results[name] = [ex.token_stats(cached, texts[:5], names[:5], "target pass"),
                          ex.token_stats(cached, texts, names, "target pass")]
         assert cached.counts()["target pass"] == (5, len(texts))  # hits 5, misses 5 + 6
+        assert cached.calls == 4  # chunks computed: 2 + 2
+    assert len(starts) == 2  # one Ray pass per call
     for a, b in zip(results["local"], results["ray"]):
         same(a, b)
 
@@ -79,6 +88,35 @@ def test_a_model_in_memory_is_one_sentence(local_ray, model_dir):
     backend = HFBackend(load_model(str(model_dir), device="cpu", dtype="float32"))
     with pytest.raises(PddkitError, match="needs a model it can load by name"):
         RayExecutor().token_stats(backend, ["some text here"], ["t"], "target pass")
+
+
+@pytest.mark.slow
+def test_an_actor_that_cannot_load_the_model_is_one_sentence(local_ray, model_dir, tmp_path):
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine.executors_ray import RayExecutor
+
+    gone = tmp_path / "gone"
+    shutil.copytree(model_dir, gone)
+    backend = HFBackend.load(str(gone), device="cpu", dtype="float32")
+    shutil.rmtree(gone)  # as on a worker that does not have the model
+    with pytest.raises(PddkitError, match=r"a Ray actor failed: model path .*gone does not exist") as info:
+        RayExecutor().token_stats(backend, ["some text here"], ["t"], "target pass")
+    assert "\n" not in str(info.value)
+
+
+def test_an_unreachable_cluster_is_one_sentence_in_seconds():
+    import socket
+
+    from pddkit.engine.executors_ray import _check_reachable  # before ray.init (Ray retries minutes)
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(PddkitError, match=rf"cannot reach the Ray cluster at ray://127.0.0.1:{port}"):
+        _check_reachable(f"ray://127.0.0.1:{port}")
+    with pytest.raises(PddkitError, match="ray_address must be host:port"):
+        _check_reachable("head-node:port")
+    _check_reachable(None)  # a local Ray: nothing to reach
 
 
 def test_ray_missing_is_one_sentence(monkeypatch):

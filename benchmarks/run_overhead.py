@@ -1,0 +1,123 @@
+"""Whole-process cost of `pddkit run` against a bare forward pass, and of a cached rerun.
+
+GPT-2-small shape (12 layers, 768 wide, the real 50,257-token GPT-2 BPE from
+../shared/tokenizers/gpt2), random weights saved to a temporary folder; N labelled
+Gutenberg paragraphs cut to 100 words (~130 tokens). Each variant is its own process,
+timed from start to exit (Python start-up, imports and model loading included):
+
+  bare    : load the model, tokenise, one batched forward (logits) per batch of 8
+  run     : pddkit run --methods loss,zlib,mink,minkpp,surp,dcpdd (the six single-pass
+            methods): statistics pass, metrics, blind baseline, report
+  cached  : the same with --cache DIR (first run: the weights are hashed, shards written)
+  rerun   : the cached command again into a new folder: every statistic from the cache
+
+    python benchmarks/run_overhead.py [--texts 96] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+METHODS6 = "loss,zlib,mink,minkpp,surp,dcpdd"
+
+BARE = r"""
+import sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+torch.set_num_threads(int(sys.argv[3]))
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1]).eval()
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+import json
+texts = [json.loads(x)["text"] for x in open(sys.argv[2])]
+ids = [[tok.bos_token_id] + tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+ids.sort(key=len, reverse=True)
+with torch.inference_mode():
+    for b in range(0, len(ids), 8):
+        batch = ids[b:b + 8]
+        T = max(map(len, batch))
+        x = torch.full((len(batch), T), tok.bos_token_id)
+        m = torch.zeros((len(batch), T), dtype=torch.long)
+        for r, s in enumerate(batch):
+            x[r, :len(s)] = torch.tensor(s)
+            m[r, :len(s)] = 1
+        model(input_ids=x, attention_mask=m).logits
+"""
+
+
+def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.sandbox.training import gpt2_tokenizer
+
+    tok = gpt2_tokenizer(SHARED / "tokenizers" / "gpt2")
+    torch.manual_seed(0)
+    model_dir = root / "gpt2-small-random"
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok))).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    books = sorted((SHARED / "corpora" / "gutenberg").rglob("*.txt"))
+    texts: list[str] = []
+    for f in books:
+        for p in paragraphs(strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")), 100):
+            texts.append(" ".join(p.split()[:100]))
+        if len(texts) >= n:
+            break
+    data = root / "texts.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
+                            for i, t in enumerate(texts[:n])))
+    freq = root / "freq.npz"
+    subprocess.run([sys.executable, "-m", "pddkit", "freq", "build", "--tokenizer", str(model_dir),
+                    "--output", str(freq), *map(str, books[:20])], check=True,
+                   stdout=subprocess.DEVNULL)
+    return model_dir, data, freq
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--texts", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model_dir, data, freq = setup(root, args.texts)
+        bare = timed([sys.executable, "-c", BARE, str(model_dir), str(data), str(args.threads)], env)
+        run = [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir), "--data", str(data),
+               "--freq", str(freq), "--methods", METHODS6, "--device", "cpu"]
+        plain = timed([*run, "--output", str(root / "plain")], env)
+        run += ["--cache", str(root / "cache")]
+        first = timed([*run, "--output", str(root / "first")], env)
+        again = timed([*run, "--output", str(root / "again")], env)
+        t0 = json.loads((root / "plain" / "results.json").read_text())["timings_s"]
+        t1 = json.loads((root / "first" / "results.json").read_text())["timings_s"]
+        t2 = json.loads((root / "again" / "results.json").read_text())
+    print(f"{args.texts} texts, GPT-2-small shape (random weights), {args.threads} threads, "
+          "whole processes")
+    print(f"{'variant':34s} {'seconds':>8s}  ratio")
+    print(f"{'bare forward (load + logits)':34s} {bare:8.1f}  1.00")
+    print(f"{'pddkit run, six methods':34s} {plain:8.1f}  {plain / bare:.2f} x bare")
+    print(f"{'pddkit run --cache, first run':34s} {first:8.1f}  {first / bare:.2f} x bare")
+    print(f"{'pddkit run --cache again':34s} {again:8.1f}  {again / first:.3f} x first run")
+    print("run, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t0.items()))
+    print("first cached run, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t1.items()))
+    print("rerun, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t2["timings_s"].items()))
+    print(f"rerun cache counts: {t2['counts'].get('cache')}")
+
+
+if __name__ == "__main__":
+    main()
