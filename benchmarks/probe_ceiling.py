@@ -42,7 +42,7 @@ def mean_text_activations(model, tokenizer, texts, batch_size: int = 32) -> np.n
     inside the probe's prompt (prompt words and padding excluded)."""
     import torch
 
-    from pddkit.runner.probe import PROMPT
+    from pddkit.resources.probe import PROMPT
 
     head, tail = PROMPT.split("{text}")
     pre = tokenizer(head, verbose=False)["input_ids"]
@@ -75,10 +75,10 @@ def main() -> None:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
-    from pddkit.runner.loading import load_model
-    from pddkit.runner.probe import activations
+    from pddkit.resources.probe import activations
 
     ap = argparse.ArgumentParser()
     ap.add_argument("sandbox", type=Path)

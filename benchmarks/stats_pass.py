@@ -52,8 +52,8 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int) -> dict:
     start = 50256
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if mode == "stats":
-        from pddkit.runner.loading import LoadedModel
-        from pddkit.runner.token_stats import StatsRunner
+        from pddkit.backends.hf_loading import LoadedModel
+        from pddkit.backends.stats_pass import StatsRunner
 
         class Tok:  # the runner only needs the start token here (ids are given)
             bos_token_id = eos_token_id = start

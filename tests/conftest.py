@@ -75,7 +75,7 @@ def assert_no_shared_runs(members, nonmembers, pool) -> None:
 
 @pytest.fixture(scope="session")
 def toy_world(tmp_path_factory) -> ToyWorld:
-    from pddkit.runner.frequency import build_frequency_table
+    from pddkit.resources.frequency import build_frequency_table
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = tmp_path_factory.mktemp("toy")
@@ -100,7 +100,7 @@ def toy_world(tmp_path_factory) -> ToyWorld:
 
 @pytest.fixture(scope="session")
 def toy_lm(toy_world):
-    from pddkit.runner.loading import load_model
+    from pddkit.backends.hf_loading import load_model
 
     return load_model(str(toy_world.target_dir), device="cpu", dtype="float32")
 

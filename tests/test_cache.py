@@ -387,7 +387,7 @@ SCRIPT = textwrap.dedent("""
     from pddkit.backends.base import token_stats
     from pddkit.backends.hf import HFBackend
     from pddkit.cache import CachingBackend, StatsStore
-    from pddkit.runner.loading import load_model
+    from pddkit.backends.hf_loading import load_model
 
     model_dir, texts_file, cache_dir, out, pause = sys.argv[1:6]
     texts = json.load(open(texts_file))
@@ -461,7 +461,7 @@ def test_killed_run_resumes_and_equals_an_uncached_run_bit_for_bit(tmp_path, mon
 
     # a third run in this process: no forward pass at all, the same bits
     from pddkit.backends.hf import HFBackend
-    from pddkit.runner.loading import load_model
+    from pddkit.backends.hf_loading import load_model
 
     inner = HFBackend(load_model(str(model_dir), device="cpu", dtype="float32"), batch_size=2)
     third = CachingBackend(inner, StatsStore.open(cache))

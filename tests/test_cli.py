@@ -149,7 +149,7 @@ def gpt2_tok_dir(tmp_path_factory):
 def test_freq_build_counts_like_whole_document_encoding(gpt2_tok_dir, tmp_path, capsys):
     from transformers import AutoTokenizer
 
-    from pddkit.runner.frequency import FrequencyTable
+    from pddkit.resources.frequency import FrequencyTable
 
     book = shared_path("corpora", "gutenberg", "Carroll, Lewis", "Alice's Adventures in Wonderland.txt")
     extra = tmp_path / "docs.jsonl"

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from pddkit.runner.loading import load_model
-from pddkit.runner.probe import activations, fine_tune_proxy, probe_scores, train_probes
-from pddkit.runner.token_stats import StatsRunner
+from pddkit.backends.hf_loading import load_model
+from pddkit.backends.stats_pass import StatsRunner
+from pddkit.resources.probe import activations, fine_tune_proxy, probe_scores, train_probes
 
 D, LAYERS, HEADS, FFN = 32, 2, 4, 64
 

@@ -33,7 +33,7 @@ def make_obs(rng, member: bool, n: int) -> Observation:
 
 
 def _fitted_probe():
-    from pddkit.runner.probe import LinearProbe
+    from pddkit.resources.probe import LinearProbe
 
     rng = np.random.default_rng(42)
     y = np.r_[np.ones(60), np.zeros(60)].astype(int)

@@ -9,8 +9,8 @@ import torch
 
 from pddkit.cli import main
 from pddkit.errors import PddkitError
-from pddkit.runner import neighbors as nbmod
-from pddkit.runner.neighbors import NeighborParams, WordRule, load_mask_model, neighbors_of
+from pddkit.resources import neighbors as nbmod
+from pddkit.resources.neighbors import NeighborParams, WordRule, load_mask_model, neighbors_of
 
 TEXT = "The detective looked at the letter and smiled at his old friend."
 
@@ -58,7 +58,7 @@ def test_neighbor_end_to_end_and_reuse(toy_world, mask_model_dir, tmp_path, caps
 
 
 def test_text_longer_than_the_mask_models_context_is_counted(mask_model_dir, toy_world, caplog):
-    from pddkit.runner.neighbors import generate
+    from pddkit.resources.neighbors import generate
 
     mm = load_mask_model(str(mask_model_dir))
     long = " ".join(toy_world.pool[:12])  # well over the masked LM's 512 tokens

@@ -77,7 +77,7 @@ def closed_port() -> int:
 @pytest.mark.parametrize("mode", ["ok", "vllm", "no_generated"])
 def test_l_equals_the_hf_backend_on_the_same_model(server, model, tok, texts, key, mode):
     from pddkit.backends.hf import HFBackend
-    from pddkit.runner.loading import LoadedModel
+    from pddkit.backends.hf_loading import LoadedModel
 
     hf = HFBackend(LoadedModel(model, tok, "tiny", "cpu", "float32"), batch_size=4,
                    max_length=100)

@@ -12,7 +12,7 @@ import torch
 
 from pddkit.cli import main
 from pddkit.errors import PddkitError
-from pddkit.runner.probe import (
+from pddkit.resources.probe import (
     PROMPT,
     LinearProbe,
     activations,

@@ -82,8 +82,8 @@ def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray,
 
 def test_a_model_in_memory_is_one_sentence(local_ray, model_dir):
     from pddkit.backends.hf import HFBackend
+    from pddkit.backends.hf_loading import load_model
     from pddkit.engine.executors_ray import RayExecutor
-    from pddkit.runner.loading import load_model
 
     backend = HFBackend(load_model(str(model_dir), device="cpu", dtype="float32"))
     with pytest.raises(PddkitError, match="needs a model it can load by name"):

@@ -15,8 +15,8 @@ def test_zlib_and_lowercase_use_the_scored_span_of_a_truncated_text(toy_world, t
     """SPEC section 3, truncation: with --max-length 17 a long text is scored on its first
     16 tokens, and zlib divides by the compressed size of those tokens' text, not of the
     whole text; lowercase runs on that span lowercased."""
+    from pddkit.backends.stats_pass import StatsRunner
     from pddkit.methods.zlib_ratio import zlib_size
-    from pddkit.runner.token_stats import StatsRunner
 
     long_text = " ".join(toy_world.members[:3])
     data = write_jsonl(tmp_path / "d.jsonl", [{"id": "long", "text": long_text}])

@@ -82,7 +82,7 @@ def test_unreachable_hub_is_one_sentence_within_seconds(monkeypatch, tmp_path):
     import socket
     import time
 
-    from pddkit.runner.loading import load_model
+    from pddkit.backends.hf_loading import load_model
 
     def refuse(*args, **kwargs):
         raise OSError("no route to host")

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from pddkit.backends.hf_loading import load_model
+from pddkit.backends.stats_pass import StatsRunner
 from pddkit.errors import PddkitError
-from pddkit.runner.loading import load_model
-from pddkit.runner.token_stats import StatsRunner
 
 
 def naive_stats(lm, text):

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from pddkit.backends.hf_loading import load_model, start_token_id
+from pddkit.backends.stats_pass import StatsRunner
 from pddkit.errors import PddkitError
-from pddkit.runner.loading import load_model, start_token_id
-from pddkit.runner.token_stats import StatsRunner
 
 TEXTS = ["It was a dark and stormy night; the rain fell in torrents.",
          "Mr. Holmes sat in his chair and smoked his pipe in silence."]

@@ -4,7 +4,7 @@
 
 `model` (and `ref_model`) may be what a Hugging Face user holds: a local directory or a
 hub id, a loaded `PreTrainedModel` with `tokenizer=` (or a `(model, tokenizer)` pair), a
-`runner.loading.LoadedModel`, or any `backends.Backend`."""
+`backends.hf_loading.LoadedModel`, or any `backends.Backend`."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[s
 def _model(model, tokenizer, role: str):
     """A name (loaded later), or a model object made into a LoadedModel / Backend."""
     from pddkit.backends.base import Backend
-    from pddkit.runner.loading import LoadedModel
+    from pddkit.backends.hf_loading import LoadedModel
 
     if isinstance(model, tuple) and len(model) == 2:
         model, tokenizer = model

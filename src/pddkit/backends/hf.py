@@ -1,5 +1,5 @@
-"""The `hf` backend: a Hugging Face causal LM in this process (runner/loading.py loads it,
-runner/token_stats.py is its one batched statistics pass, SPEC section 2)."""
+"""The `hf` backend: a Hugging Face causal LM in this process (backends/hf_loading.py loads it,
+backends/stats_pass.py is its one batched statistics pass, SPEC section 2)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pddkit.stats import TokenStats
 
 @register_backend("hf")
 class HFBackend:
-    """A loaded model (runner.loading.LoadedModel) and its statistics pass."""
+    """A loaded model (backends.hf_loading.LoadedModel) and its statistics pass."""
 
     capabilities = Capabilities(full_distribution=True, hidden_states=True, local_model=True)
     # the run options `load` takes (engine.config.RunConfig field names)
@@ -21,7 +21,7 @@ class HFBackend:
 
     def __init__(self, lm, *, batch_size: int = 8, padding_side: str = "right",
                  max_length: int | None = None, spec: BackendSpec | None = None) -> None:
-        from pddkit.runner.token_stats import StatsRunner
+        from pddkit.backends.stats_pass import StatsRunner
 
         self.lm = lm
         self.name = lm.name
@@ -37,7 +37,7 @@ class HFBackend:
              revision: str | None = None, batch_size: int = 8, padding_side: str = "right",
              max_length: int | None = None, role: str = "model") -> HFBackend:
         """Load `name` (a local directory or a hub id)."""
-        from pddkit.runner.loading import load_model
+        from pddkit.backends.hf_loading import load_model
 
         options = {"device": device, "dtype": dtype, "trust_remote_code": trust_remote_code,
                    "local_files_only": local_files_only, "revision": revision,
@@ -68,7 +68,7 @@ class HFBackend:
         return self._fingerprint
 
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
-        from pddkit.runner.token_stats import encode
+        from pddkit.backends.stats_pass import encode
 
         enc = encode(self.lm, texts, names, self.max_length, what=what)
         return Encoded(ids=enc.ids, truncated=enc.truncated)

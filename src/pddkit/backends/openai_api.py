@@ -44,7 +44,7 @@ def public_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class _TokenizerOnly:
-    """What runner.token_stats.encode reads of a LoadedModel: the API model's context is
+    """What backends.stats_pass.encode reads of a LoadedModel: the API model's context is
     not known here, so only max_length cuts texts."""
 
     tokenizer: object
@@ -213,7 +213,7 @@ class OpenAIBackend:
                  api_key_env: str | None = "OPENAI_API_KEY", concurrency: int = 8,
                  timeout: float = 60.0, max_retries: int = 5, max_length: int | None = None,
                  backoff: float = 0.5, seed: int = 0, spec: BackendSpec | None = None) -> None:
-        from pddkit.runner.loading import start_token_id
+        from pddkit.backends.hf_loading import start_token_id
 
         if not isinstance(api_base, str) or not api_base.startswith(("http://", "https://")):
             raise PddkitError(f"api_base must be an http(s) URL such as http://127.0.0.1:8000/v1, "
@@ -256,7 +256,7 @@ class OpenAIBackend:
              role: str = "model") -> OpenAIBackend:
         """`model` is the served model's name; its tokenizer is loaded from `tokenizer`
         (a directory or hub id, default: the model name)."""
-        from pddkit.runner.loading import load_tokenizer
+        from pddkit.backends.hf_loading import load_tokenizer
 
         if not api_base:
             raise PddkitError(f"the openai backend of {role} {model} needs api_base, the "
@@ -293,7 +293,7 @@ class OpenAIBackend:
         return self._fingerprint
 
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
-        from pddkit.runner.token_stats import encode
+        from pddkit.backends.stats_pass import encode
 
         enc = encode(_TokenizerOnly(self.tokenizer, self.name), texts, names, self.max_length,
                      what=what)

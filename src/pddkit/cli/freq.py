@@ -18,8 +18,8 @@ def freq() -> None:
 def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_files_only,
                corpus) -> None:
     """Count token ids over CORPUS (.txt / .jsonl files or folders of them)."""
-    from pddkit.runner.frequency import build_frequency_table
-    from pddkit.runner.loading import load_tokenizer
+    from pddkit.backends.hf_loading import load_tokenizer
+    from pddkit.resources.frequency import build_frequency_table
 
     tok = load_tokenizer(tokenizer_name, trust_remote_code=trust_remote_code,
                          local_files_only=local_files_only)

@@ -116,7 +116,7 @@ def reference_pass(ctx: PassContext) -> None:
 
 @provider(Need.FREQUENCY)
 def frequency_table(ctx: PassContext) -> None:
-    from pddkit.runner.frequency import FrequencyTable
+    from pddkit.resources.frequency import FrequencyTable
 
     table = FrequencyTable.load(ctx.config.freq)
     table.check_tokenizer(_tokenizer(ctx.target), ctx.target.name, ctx.config.freq)
@@ -130,7 +130,7 @@ def neighbor_pass(ctx: PassContext) -> None:
     """Each distinct (top_k, dropout, seed) among the `neighbor` calls gets its own
     neighbours (generated, or read from the neighbours file, once for its largest
     n_neighbors); every distinct neighbour text is scored once in one batched pass."""
-    from pddkit.runner import neighbors
+    from pddkit.resources import neighbors
 
     wanted: dict = {}
     for c in ctx.calls:
@@ -145,7 +145,7 @@ def neighbor_pass(ctx: PassContext) -> None:
     if cfg.neighbors_file:
         sets, cut = neighbors.load(cfg.neighbors_file, ctx.ids, wanted), 0
     else:
-        from pddkit.runner.loading import pick_device
+        from pddkit.backends.hf_loading import pick_device
 
         mm = neighbors.load_mask_model(cfg.mask_model or "roberta-base", device=pick_device(cfg.device),
                                        local_files_only=cfg.local_files_only,
@@ -172,7 +172,7 @@ def neighbor_pass(ctx: PassContext) -> None:
 def probe_pass(ctx: PassContext) -> None:
     """Trained on the auxiliary texts (one probe per proxy learning rate and layer) or
     loaded; each of ctx.sets standardised on its own with probe_standardize "per_set"."""
-    from pddkit.runner.probe import LinearProbe, ProbeSearch, probe_scores, train_probes
+    from pddkit.resources.probe import LinearProbe, ProbeSearch, probe_scores, train_probes
 
     cfg = ctx.config
     lm = getattr(_inner(ctx.target), "lm", None)

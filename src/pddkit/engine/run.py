@@ -33,7 +33,7 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
     from pddkit.backends import Backend as BackendType
     from pddkit.backends import get_backend
     from pddkit.backends.hf import HFBackend
-    from pddkit.runner.loading import LoadedModel
+    from pddkit.backends.hf_loading import LoadedModel
 
     reference = role != "model"
     if isinstance(given, BackendType):

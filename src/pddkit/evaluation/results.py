@@ -34,8 +34,8 @@ class RunResult:
     notices: tuple[str, ...] = field(default_factory=tuple)
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
-    neighbors: object | None = None  # runner.neighbors.NeighborSets: per parameter set, per text
-    probe: object | None = None  # runner.probe.LinearProbe, saved to OUTPUT/probe
+    neighbors: object | None = None  # resources.neighbors.NeighborSets: per parameter set, per text
+    probe: object | None = None  # resources.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
 
     @property

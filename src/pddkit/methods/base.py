@@ -1,7 +1,7 @@
 """Method registry: a method is a pure function `fn(obs, *, hyper=default) -> float`.
 
 Higher score = more likely a member (SPEC section 1). A method declares the inputs it
-needs beyond the target model's statistics; the runner computes the union of all needs
+needs beyond the target model's statistics; the engine computes the union of all needs
 once.
 """
 

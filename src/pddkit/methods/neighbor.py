@@ -1,5 +1,5 @@
 """Neighbourhood attack (Mattern et al. 2023, sec. 3): the text's likelihood against that
-of texts one word away (runner/neighbors.py makes them with a masked LM).
+of texts one word away (resources/neighbors.py makes them with a masked LM).
 
 Cost per text: one masked-LM forward over a batch of one copy per replaceable word, plus
 `n_neighbors` extra target-model texts in the batched statistics pass (per distinct
@@ -28,7 +28,7 @@ def neighbor(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10, dropou
     `obs.neighbors` maps (top_k, dropout, seed) to the neighbours' statistics, best first
     (the pipeline generates each distinct set once, for its largest n_neighbors); the first
     n_neighbors are used. A plain tuple (hand-made observations) is used for any set."""
-    from pddkit.runner.neighbors import NeighborParams
+    from pddkit.resources.neighbors import NeighborParams
 
     nbs = obs.neighbors
     if isinstance(nbs, Mapping):

@@ -83,8 +83,8 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
 
 def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
-    from pddkit.runner.frequency import build_frequency_table
-    from pddkit.runner.loading import load_model, load_tokenizer, pick_device
+    from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
+    from pddkit.resources.frequency import build_frequency_table
     from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.corpus import load_corpus
     from pddkit.sandbox.split import split_documents
@@ -165,10 +165,10 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
 
 def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path,
                         device: str) -> dict:
+    from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.evaluation.report import write_report
-    from pddkit.runner.loading import load_model
     from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.split import windows
 

@@ -130,7 +130,7 @@ def load_mask_model(name: str, *, device: str = "cpu", local_files_only: bool = 
                     trust_remote_code: bool = False) -> MaskModel:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from pddkit.runner.loading import _looks_local
+    from pddkit.backends.hf_loading import _looks_local
 
     if _looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"mask model path {name} does not exist")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit import progress
+from pddkit.backends.hf_loading import LoadedModel, start_token_id
 from pddkit.errors import PddkitError
-from pddkit.runner.loading import LoadedModel, start_token_id
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)

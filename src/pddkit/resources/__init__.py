@@ -1,0 +1,2 @@
+"""What methods read besides the target's statistics: frequency tables (DC-PDD),
+neighbour texts (Mattern et al.), the white-box probe (Liu et al.)."""

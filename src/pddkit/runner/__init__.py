@@ -1,1 +1,0 @@
-"""(model, texts) -> per-token statistics, once; plus model loading and frequency tables."""
