@@ -11,8 +11,8 @@ import pytest
 
 from pddkit.cli import main
 from pddkit.evaluation.metrics import compute_metrics
-from pddkit.evaluation.report import write_report
 from pddkit.evaluation.results import MethodResult, RunResult
+from pddkit.reporting.report import write_report
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_report_truncation_notice_near_the_top(tmp_path):
 
 
 def test_report_plots_only_the_test_part_when_validating(tmp_path, monkeypatch):
-    from pddkit.evaluation import plots
+    from pddkit.reporting import plots
 
     out = _run(tmp_path)
     rows = [json.loads(r) for r in (out / "scores.jsonl").read_text().splitlines()]
@@ -167,7 +167,7 @@ def _scores(n_methods, n=40, seed=0):
 def test_roc_legend_has_auc_and_sits_outside_the_axes(loglog):
     from sklearn.metrics import roc_auc_score
 
-    from pddkit.evaluation import plots
+    from pddkit.reporting import plots
 
     labels, scores = _scores(12)
     fig = plots.roc_figure(labels, scores, loglog=loglog)
@@ -190,7 +190,7 @@ def test_roc_legend_has_auc_and_sits_outside_the_axes(loglog):
 def test_palette_distinct_for_twelve_methods_and_colour_blind_safe():
     from matplotlib.colors import to_hex
 
-    from pddkit.evaluation import plots
+    from pddkit.reporting import plots
 
     names = [f"method{i}" for i in range(12)] + ["blind"]
     styles = plots.method_styles(names)
@@ -216,7 +216,8 @@ def _unlabelled(scores: dict, blind=None):
 
 
 def test_unlabelled_summary_top_ids_by_mean_rank():
-    from pddkit.evaluation.table import member_ranking, scored_line, unlabelled_summary
+    from pddkit.evaluation.ranking import member_ranking
+    from pddkit.reporting.terminal import scored_line, unlabelled_summary
 
     #            doc-0 doc-1 doc-2 doc-3 doc-4
     a = [0.1, 0.9, 0.5, 0.7, np.nan]  # ranks 4 1 3 2 5
@@ -247,7 +248,7 @@ def test_unlabelled_summary_top_ids_by_mean_rank():
 
 
 def test_metrics_table_does_not_count_blind_as_a_method():
-    from pddkit.evaluation.table import metrics_table
+    from pddkit.reporting.terminal import metrics_table
 
     rng = np.random.default_rng(0)
     labels = np.r_[np.ones(30), np.zeros(30)].astype(int)

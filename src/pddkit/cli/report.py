@@ -15,16 +15,16 @@ def report(directory) -> None:
     """Rebuild report.html / report.md from a results folder (or a whole sandbox folder)."""
     import json
 
-    from pddkit.evaluation.report import write_report
+    from pddkit.reporting.report import write_report
 
     d = Path(directory)
     if (d / "summary.json").is_file():
-        from pddkit.sandbox.summary import write_summary
+        from pddkit.reporting.sandbox_summary import window_dir, write_summary
 
         summary = json.loads((d / "summary.json").read_text())
         for r in summary["runs"]:
-            for w in r["windows"].values():
-                write_report(w["dir"])
+            for w in r["windows"]:
+                write_report(window_dir(d, r, w))
         click.echo(f"report: {write_summary(d, summary)}")
         return
     html, md = write_report(d)

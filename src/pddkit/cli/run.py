@@ -25,7 +25,7 @@ def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engin
     from pddkit.data import load_benchmark, load_jsonl
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
-    from pddkit.evaluation.table import (
+    from pddkit.reporting.terminal import (
         metrics_table,
         scored_line,
         unlabelled_summary,
@@ -68,7 +68,7 @@ def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engin
         import json
         import time
 
-        from pddkit.evaluation.report import write_report
+        from pddkit.reporting.report import write_report
 
         t0 = time.perf_counter()
         html, _ = write_report(out)

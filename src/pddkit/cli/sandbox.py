@@ -15,8 +15,8 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
             windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed, overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
     then detect them (ground truth)."""
+    from pddkit.reporting.sandbox_summary import summary_text
     from pddkit.sandbox.experiment import SandboxConfig, run_sandbox
-    from pddkit.sandbox.summary import summary_text
 
     wins = options.window_lengths(windows)
     cfg = SandboxConfig(corpus=corpus, tokenizer=tokenizer, vocab_size=vocab_size,

@@ -1,4 +1,5 @@
-"""Scores -> metrics (SPEC section 4), result files (section 6) and readable reports."""
+"""Scores -> metrics (SPEC section 4), validation, the blind baseline and result files
+(section 6): numbers only; reporting/ turns them into tables and pages."""
 
 from pddkit.evaluation.metrics import FPR_TARGETS, Interval, Metrics, compute_metrics
 

@@ -145,7 +145,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
         runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device))
-    truth = ground_truth.verify_sandbox(out, [Path(r["dir"]) for r in runs], cfg.base_model,
+    truth = ground_truth.verify_sandbox(out, [out / r["dir"] for r in runs], cfg.base_model,
                                         cfg.tokenizer)
     summary = {"ground_truth": truth,
                "config": {**asdict(cfg), "lr": cfg.learning_rate, "windows": list(cfg.windows),
@@ -157,7 +157,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                "sweep": None if not swept else {"knob": swept[0], "values": swept[1]},
                "runs": runs, "seconds": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    from pddkit.sandbox.summary import write_summary
+    from pddkit.reporting.sandbox_summary import write_summary
 
     summary["report"] = str(write_summary(out, summary))
     return summary
@@ -168,7 +168,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
-    from pddkit.evaluation.report import write_report
+    from pddkit.reporting.report import write_report
     from pddkit.sandbox import ground_truth, training
     from pddkit.sandbox.split import windows
 
@@ -208,11 +208,13 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
             probe_load = str(wdir / "probe")
         write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {w}-word windows")
         per_window[str(w)] = {
-            "dir": str(wdir), "texts": len(dataset.samples),
+            "dir": wdir.relative_to(out).as_posix(), "texts": len(dataset.samples),
             "auc": {k: m.auc for k, m in result.metrics().items()},
             "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in result.metrics().items()},
             "tpr@0.05": {k: m.tpr[0.05] for k, m in result.metrics().items()},
             "blind_warn": None if result.blind is None else result.blind.warn,
         }
-    return {"name": run_dir.name, "dir": str(run_dir), "train_loss": history, "target_model": str(target_dir),
+    # folders relative to the sandbox folder: it can be moved and still rebuild its reports
+    return {"name": run_dir.name, "dir": run_dir.relative_to(out).as_posix(), "train_loss": history,
+            "target_model": target_dir.relative_to(out).as_posix(),
             "windows": per_window}

@@ -1,4 +1,5 @@
-"""Figures for reports (matplotlib, no display needed): ROC curves and score histograms."""
+"""Figures for reports (matplotlib, no display needed): ROC curves, score histograms, AUC
+against a swept knob, the SURP validation heatmap."""
 
 from __future__ import annotations
 

@@ -1,0 +1,4 @@
+"""Numbers -> tables and pages: one table model (table.py) rendered as terminal text,
+Markdown and HTML; one page builder (page.py) for report.html and report.md; the run
+report (report.py), the terminal output (terminal.py), the sandbox summary
+(sandbox_summary.py) and the figures (plots.py)."""

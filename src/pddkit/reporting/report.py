@@ -1,0 +1,153 @@
+"""report.html (self-contained: images inline, no external scripts or fonts) and report.md
+(PNG files beside it), rebuilt from a results folder alone: `pddkit report DIR`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pddkit.errors import PddkitError
+from pddkit.reporting import plots
+from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
+from pddkit.reporting.run_tables import metrics_table, validation_table
+
+
+def load_results(out_dir: str | Path) -> tuple[dict, list[dict]]:
+    out = Path(out_dir)
+    res_path, scores_path = out / "results.json", out / "scores.jsonl"
+    for p in (res_path, scores_path):
+        if not p.is_file():
+            raise PddkitError(f"{out} is not a results folder: {p.name} is missing")
+    try:
+        results = json.loads(res_path.read_text())
+        rows = [json.loads(line) for line in scores_path.read_text().splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise PddkitError(f"{out}: cannot read the results ({e.msg} at line {e.lineno})") from None
+    return results, rows
+
+
+_PASSES_OVER_TEXTS = {"target": "target pass", "lowercase": "lowercase pass",
+                      "reference": "reference pass", "probe": "probe pass"}
+
+
+def _model_line(role: str, info: dict) -> str:
+    if role == "frequency_table":
+        extra = [f"tokenizer {info['tokenizer']}"] if info.get("tokenizer") else []
+        if info.get("total_tokens") is not None:
+            extra.append(f"{info['total_tokens']:,} tokens")
+        return f"frequency table {info.get('path', '?')}" + (f" ({', '.join(extra)})"
+                                                            if extra else "")
+    extra = [f"{k} {info[k]}" for k in ("backend", "dtype", "device") if info.get(k)]
+    return f"{role} {info.get('name', '?')}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+def run_summary(results: dict) -> Summary:
+    """The (label, value) lines of the report header: model(s), data source, counts."""
+    models = results.get("models") or {}
+    order = sorted(models, key=lambda r: (r != "target", r != "reference", r))
+    lines = [("model" if len(models) < 2 else "models",
+              "; ".join(_model_line(r, models[r]) for r in order) or "none (model-free run)")]
+    lines.append(("data", str((results.get("config") or {}).get("dataset", "?"))))
+    c = results.get("counts") or {}
+    if "samples" in c:
+        text = f"{c['samples']} texts"
+        if c.get("members") or c.get("nonmembers"):
+            text += f" ({c.get('members', 0)} members, {c.get('nonmembers', 0)} non-members)"
+        text += f", {c.get('skipped', 0)} skipped"
+        if c.get("limited_from") is not None:
+            text += f"; a sample of {c['samples']} of {c['limited_from']} texts (limit)"
+        lines.append(("texts", text))
+    if results.get("metrics_on", "all texts") != "all texts":
+        lines.append(("metrics on", results["metrics_on"]))
+    return Summary(tuple(lines))
+
+
+def truncation(counts: dict) -> list[str]:
+    """One sentence per pass that cut texts to the context; empty when none was cut."""
+    n = counts.get("samples", "?")
+    out = []
+    for key, cut in (counts.get("truncated") or {}).items():
+        if not cut:
+            continue
+        if key in _PASSES_OVER_TEXTS:
+            out.append(f"{cut} of {n} texts were longer than the context and were scored on "
+                       f"their first tokens ({_PASSES_OVER_TEXTS[key]})")
+        elif key == "neighbors":
+            out.append(f"{cut} of {counts.get('neighbor_texts', '?')} neighbour texts were "
+                       "longer than the context and were scored on their first tokens "
+                       "(neighbour pass)")
+        elif key == "neighbor_mask_model":
+            out.append(f"{cut} of {n} texts were longer than the mask model's context; their "
+                       "neighbours were made from their first tokens")
+        elif key == "probe_data":
+            out.append(f"{cut} probe training texts were longer than the context and were cut "
+                       "to their first tokens")
+        else:
+            out.append(f"{cut} texts were cut to the context ({key})")
+    return out
+
+
+def cache_line(counts: dict) -> str | None:
+    """Statistics cache hits per pass, or None when the run used no cache."""
+    cache = counts.get("cache")
+    if not cache:
+        return None
+    parts = [f"{desc}: {v['hits']} of {v['hits'] + v['misses']} texts from the cache"
+             for desc, v in cache.items()]
+    return "statistics cache: " + "; ".join(parts)
+
+
+def _images(results: dict, rows: list[dict]) -> list[Image]:
+    """ROC curves (linear and log-log) and score histograms of the texts the metrics are
+    on (the test part when validating); the SURP validation heatmap when it was validated."""
+    names = [k for k, v in results["methods"].items() if v["metrics"]]
+    plotted = [r for r in rows if r.get("split", "test") == "test"]
+    labels = np.array([r["label"] for r in plotted], dtype=int)
+    scores = {k: np.array([r[k] for r in plotted], dtype=float) for k in names}
+    images = [Image("ROC curves", "roc.png", plots.roc_png(labels, scores, loglog=False)),
+              Image("ROC curves, log-log", "roc_loglog.png",
+                    plots.roc_png(labels, scores, loglog=True)),
+              Image("Score histograms", "histograms.png", plots.histograms_png(labels, scores))]
+    surp = next((v["validation"] for v in results["methods"].values()
+                 if v["method"] == "surp" and v.get("validation")), None)
+    if surp:
+        from pddkit.methods.grid import grids
+
+        g = grids()["surp"].values
+        grid = np.array(surp["val_auc_grid"]).reshape(len(g["entropy_threshold"]), len(g["k"]))
+        caption = "SURP: validation AUC over its two parameters"
+        images.append(Image(caption, "surp_heatmap.png", plots.heatmap_png(
+            grid, g["entropy_threshold"], g["k"], "entropy threshold", "percentile k",
+            "SURP validation AUC")))
+    return images
+
+
+def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, Path]:
+    """Write report.html and report.md (+ PNGs) into the results folder `out_dir`."""
+    out = Path(out_dir)
+    results, rows = load_results(out)
+    labels = np.array([r["label"] for r in rows], dtype=float)
+    if np.isnan(labels).any() or len(set(labels.tolist())) < 2:
+        raise PddkitError(f"{out} holds unlabelled scores: a report needs members and non-members")
+    counts = results.get("counts") or {}
+    blocks: list = [run_summary(results)]
+    cut = truncation(counts)
+    if cut:
+        blocks.append(Notice(tuple(cut), kind="warn", id="truncation", lead="Truncated texts."))
+    blind = results.get("blind_baseline")
+    if blind:
+        blocks.append(Notice((blind["message"],), kind="warn" if blind["warn"] else "ok",
+                             id="blind-verdict"))
+    blocks.append(metrics_table(results))
+    validated = validation_table(results)
+    if validated.rows:
+        blocks.append(validated)
+    blocks += _images(results, rows)
+    cache = cache_line(counts)
+    config = {k: results[k] for k in ("config", "models", "counts", "timings_s", "notices",
+                                      "pddkit_version") if k in results}
+    blocks.append(Config(config, notices=(Notice((cache,), id="cache"),) if cache else ()))
+    title = title or f"pddkit report: {results['config'].get('dataset', out.name)}"
+    return write_page(Page(title, tuple(blocks)), out)

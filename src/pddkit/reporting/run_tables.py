@@ -1,0 +1,59 @@
+"""The tables of a run, built from its results.json form (RunResult.to_dict() or the file):
+one builder each for the terminal and the report, which differ only in how much they show."""
+
+from __future__ import annotations
+
+from pddkit.evaluation.metrics import FPR_TARGETS
+from pddkit.reporting.table import Num, Table, best_cells
+
+
+def params(p: dict) -> str:
+    return ",".join(f"{k}={v:g}" for k, v in p.items())
+
+
+def metrics_table(results: dict, terminal: bool = False) -> Table:
+    """Rows = methods with metrics; AUC with its 95% CI and TPR at 1/5/10% FPR (with CIs in
+    the report); the best detection method per column marked (* in the terminal, ▲ in the
+    report), never the blind baseline, whose row is a baseline row."""
+    methods = {k: v["metrics"] for k, v in results["methods"].items() if v["metrics"]}
+    keys = ["auc", *[f"tpr@{t:g}" for t in FPR_TARGETS]]
+    tpr = [f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR [95% CI]" for t in FPR_TARGETS]
+    rows = tuple((name, *(Num(m[k], tuple(m[k + "_ci"]) if k == "auc" or not terminal else None)
+                          for k in keys))
+                 for name, m in methods.items())
+    names = list(methods)
+    baseline = frozenset(i for i, n in enumerate(names) if n == "blind")
+    best = best_cells(rows, range(1, len(keys) + 1), exclude=baseline)
+    if terminal:
+        first = next(iter(methods.values()), None)
+        notes = () if first is None else (
+            f"{first['n_members']} members, {first['n_nonmembers']} non-members; * = best "
+            "detection method in column (blind baseline excluded); CI: "
+            f"{first['n_bootstrap']} bootstrap resamples",)
+    else:
+        notes = ("▲ best detection method in the column; blind is the model-free baseline, "
+                 "not a detection method. Intervals: 95% percentile bootstrap.",)
+    return Table(header=("method", "AUC [95% CI]", *tpr), rows=rows,
+                 title="" if terminal else "Metrics", best=best,
+                 mark="*" if terminal else " ▲", baseline=baseline, notes=notes, id="metrics")
+
+
+def validation_table(results: dict) -> Table:
+    """Per validated method: its default value and that value's test AUC, the value chosen
+    on validation data and its test AUC, and the oracle (the best value on the test set)."""
+    rows = []
+    for name, v in results["methods"].items():
+        val = v.get("validation")
+        if not val:
+            continue
+        default = val.get("default") or v["params"]
+        rows.append((name, Num((v["metrics"] or {}).get("auc"), prefix=f"{params(default)}: "),
+                     params(val["chosen"]), Num(val["test"]["auc"], tuple(val["test"]["auc_ci"])),
+                     Num(val["oracle"]["auc"], prefix=f"{params(val['oracle']['params'])}: ",
+                         suffix=" (oracle)")))
+    return Table(header=("method", "default value: test AUC", "chosen on validation",
+                         "test AUC [95% CI]", "oracle (best on test)"),
+                 rows=tuple(rows), title="Hyperparameters chosen on validation data",
+                 notes=("Metrics on the test part. The oracle is the value that did best on the "
+                        "test set itself: shown for comparison, not a real result.",),
+                 id="validation")

@@ -1,0 +1,118 @@
+"""Sandbox summary: AUC per method per window length (and per sweep value), as terminal
+tables, report.md and a self-contained report.html linking each window's full report.
+Everything is read from summary.json's content and the folder it sits in, so a sandbox
+folder that was moved or copied still rebuilds (`pddkit report DIR`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pddkit.evaluation.blind import WARN_AUC
+from pddkit.reporting.page import Config, Image, Links, Notice, Page, write_page
+from pddkit.reporting.table import Num, Table, best_cells, fmt, to_text
+
+
+def window_dir(out: str | Path, run: dict, window: str) -> Path:
+    """A window's results folder inside the sandbox folder `out`. summary.json names it
+    relative to `out`; an older one holds the absolute path it had when it was written,
+    of which only the last two parts (run, window) are kept."""
+    d = Path(run["windows"][window]["dir"])
+    return Path(out) / (d if not d.is_absolute() else Path(*d.parts[-2:]))
+
+
+def _grid(summary: dict, window: str) -> tuple[list[str], list[str], dict]:
+    """Columns (sweep values, or window lengths for a single run), methods, cells."""
+    runs = summary["runs"]
+    if summary["sweep"]:
+        cols = [r["name"].split("=", 1)[1] for r in runs]
+        data = {c: r["windows"][window] for c, r in zip(cols, runs)}
+    else:
+        cols = list(runs[0]["windows"])
+        data = runs[0]["windows"]
+    methods = list(next(iter(data.values()))["auc"])
+    return cols, methods, data
+
+
+def tables(summary: dict) -> list[Table]:
+    """One table per window length in a sweep (columns: sweep values), else one (columns:
+    window lengths, with CIs); the best detection method per column marked *."""
+    windows = [str(w) for w in summary["config"]["windows"]]
+    out = []
+    for window in windows if summary["sweep"] else [windows[0]]:
+        cols, methods, data = _grid(summary, window)
+        if summary["sweep"]:
+            knob = summary["sweep"]["knob"]
+            title = f"AUC by {knob}, {window}-word windows"
+            header = ("method", *[f"{knob}={c}" for c in cols])
+        else:
+            title = "AUC [95% CI] by window length"
+            header = ("method", *[f"{c} words" for c in cols])
+        rows = tuple((m, *(Num(data[c]["auc"][m], None if summary["sweep"] else
+                               tuple(data[c]["auc_ci"][m])) for c in cols)) for m in methods)
+        baseline = frozenset(i for i, m in enumerate(methods) if m == "blind")
+        out.append(Table(header=header, rows=rows, title=title, mark="*", baseline=baseline,
+                         best=best_cells(rows, range(1, len(cols) + 1), exclude=baseline),
+                         css_class="metrics"))
+    return out
+
+
+def ground_truth_line(summary: dict) -> str | None:
+    """The verified-ground-truth sentence (None in a summary written before it existed)."""
+    return (summary.get("ground_truth") or {}).get("line")
+
+
+def _blind_warnings(summary: dict) -> list[str]:
+    return [f"Warning: {r['name']}, {w}-word windows: the blind baseline reaches AUC "
+            f"{fmt(d['auc']['blind'])}; members differ from non-members "
+            "without any model."
+            for r in summary["runs"] for w, d in r["windows"].items() if d["blind_warn"]]
+
+
+def summary_text(summary: dict) -> str:
+    line = ground_truth_line(summary)
+    lines = [line] if line else []
+    for table in tables(summary):
+        lines += ["", *to_text(table)]
+    lines.append("* = best detection method in the column; blind = model-free baseline "
+                 f"(a warning is raised at AUC >= {WARN_AUC:.2f})")
+    return "\n".join(lines + _blind_warnings(summary))
+
+
+def write_summary(out: str | Path, summary: dict) -> Path:
+    """report.html + report.md (+ sweep PNGs) at the top of the sandbox folder `out`;
+    returns the HTML path. Links to each window's report are relative to `out`."""
+    from pddkit.reporting import plots
+
+    out = Path(out)
+    corpus = summary["corpus"]
+    blocks: list = [Notice((f"Corpus {corpus['name']}: {corpus['documents']} documents. "
+                            "Members are documents the target model was trained on; "
+                            "non-members come from the same corpus and were never trained "
+                            "on, so membership is known.",))]
+    line = ground_truth_line(summary)
+    if line:
+        nd = corpus.get("near_duplicates") or {}
+        dedup = (f"Before training, {nd['dropped']} documents were dropped and {nd['moved']} "
+                 f"placed with the role they share a run of {nd['ngram']} words with, so no two "
+                 "roles share one." if nd else "")
+        blocks.append(Notice((dedup,) if dedup else (), kind="verified",
+                             lead=f"{line[:1].upper() + line[1:]}."))
+    blocks += tables(summary)
+    blocks.append(Notice(("* best detection method in the column; blind = model-free baseline, "
+                          "which should stay near 0.5 here because members and non-members "
+                          "are drawn from one corpus.",)))
+    if summary["sweep"]:
+        knob = summary["sweep"]["knob"]
+        for w in summary["config"]["windows"]:
+            cols, methods, data = _grid(summary, str(w))
+            series = {m: [data[c]["auc"][m] for c in cols] for m in methods}
+            caption = f"AUC vs {knob}, {w}-word windows"
+            blocks.append(Image(caption, f"sweep_{w}.png",
+                                plots.lines_png(knob, cols, series, caption)))
+    links = tuple((f"{r['name']}, {w}-word windows",
+                   (window_dir(".", r, w) / "report.html").as_posix())
+                  for r in summary["runs"] for w in r["windows"])
+    blocks.append(Links("Full reports", links))
+    blocks.append(Config({"config": summary["config"], "corpus": corpus}))
+    html_path, _ = write_page(Page("pddkit sandbox", tuple(blocks)), out)
+    return html_path

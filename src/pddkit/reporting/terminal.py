@@ -1,0 +1,76 @@
+"""What `pddkit run` prints: the scored line, the metrics and validation tables (the
+report's tables, rendered as text) and, for unlabelled texts, score statistics and the
+texts most likely to be members."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pddkit.evaluation.ranking import detection_methods, member_ranking, score_stats
+from pddkit.evaluation.results import RunResult
+from pddkit.reporting import run_tables
+from pddkit.reporting.table import Num, Table, to_text
+
+
+def metrics_table(result: RunResult) -> str:
+    """Rows = methods; AUC with its 95% CI and TPR at 1/5/10% FPR; best per column marked *;
+    the blind baseline's verdict below."""
+    if not result.metrics():
+        return ""
+    lines = to_text(run_tables.metrics_table(result.to_dict(), terminal=True))
+    if result.blind is not None:
+        lines.append(result.blind.sentence())
+    return "\n".join(lines)
+
+
+def validation_table(result: RunResult) -> str:
+    """Per method: default value, value chosen on validation data, and the test oracle."""
+    table = replace(run_tables.validation_table(result.to_dict()),
+                    title="hyperparameters chosen on validation data, measured on the test part:",
+                    notes=("oracle = the value that did best on the test set itself; not a real "
+                           "result",))
+    return "\n".join(["", *to_text(table)])
+
+
+def scored_line(result: RunResult) -> str:
+    """'scored N texts with M methods (...)'; the blind baseline is not counted."""
+    c = result.counts
+    n = len(detection_methods(result))
+    line = (f"scored {c.get('samples', len(result.ids))} texts with {n} "
+            f"method{'' if n == 1 else 's'}")
+    extra = [f"{(c.get('truncated') or {}).get('target', 0)} truncated",
+             f"{c.get('skipped', 0)} skipped"]
+    if "blind" in {m.label for m in result.methods}:
+        extra.append("plus the blind baseline")
+    return f"{line} ({', '.join(extra)})"
+
+
+def _preview(text: str, n: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def unlabelled_summary(result: RunResult, top: int = 10,
+                       texts: Sequence[str] | None = None) -> str:
+    """Per method mean/median/min/max of its scores, then the `top` texts most likely to be
+    members by mean rank over the methods; `texts` (in result.ids order) adds a preview."""
+    labels = detection_methods(result)
+    if not labels or not result.ids:
+        return ""
+    scores = result.scores()
+    stats = Table(header=("method", "mean", "median", "min", "max"),
+                  rows=tuple((k, *(Num(x) for x in score_stats(scores[k]))) for k in labels),
+                  title=f"scores of {len(result.ids)} unlabelled texts "
+                        "(higher = more likely a member):", mark="")
+    order, mean = member_ranking(result)
+    k = min(top, len(order))
+    how = (f"mean rank over {len(labels)} methods" if len(labels) > 1
+           else f"the {labels[0]} score")
+    ranked = Table(header=("#", "id", "mean rank", *(["text"] if texts is not None else [])),
+                   rows=tuple((str(pos), str(result.ids[i]), Num(r, digits=1),
+                               *([_preview(texts[i])] if texts is not None else []))
+                              for pos, (i, r) in enumerate(zip(order[:k], mean[:k]), 1)),
+                   title=f"top {k} of {len(order)} texts most likely to be members, by {how} "
+                         "(rank 1 = highest score):", mark="")
+    return "\n".join([*to_text(stats), "", *to_text(ranked)])
