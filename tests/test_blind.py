@@ -221,4 +221,4 @@ def test_cli_blind_bad_input_is_one_sentence(tmp_path, capsys, rows, message):
 
 def test_cli_blind_needs_one_source(tmp_path, capsys):
     code, _, err = run_cli(capsys, "blind")
-    assert code == 1 and "exactly one of --data FILE and --benchmark NAME" in err
+    assert code == 1 and "exactly one of --data and --benchmark" in err

@@ -97,7 +97,7 @@ def test_resolve_methods_types_and_needs():
     assert labels == ["mink:k=0.2", "mink:k=0.5"]
     everything = [c.label for c in resolve_methods("all", {Need.LOWERCASE})]
     assert "ref" not in everything and "dcpdd" not in everything and "loss" in everything
-    with pytest.raises(PddkitError, match="needs a reference model: pass --ref-model"):
+    with pytest.raises(PddkitError, match="needs a reference model: pass `ref_model`"):
         resolve_methods("ref", set())
     with pytest.raises(PddkitError, match="has no parameter 'q'"):
         resolve_methods("mink:q=1", set())
@@ -112,4 +112,4 @@ def test_wikimia_from_the_hub_offline_is_one_sentence(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(PddkitError, match=r"swj0419/WikiMIA") as e:
         load_benchmark("wikimia:length=32")
-    assert "--data-dir" in str(e.value) or "pddkit[hub]" in str(e.value)
+    assert "`data_dir`" in str(e.value) or "pddkit[hub]" in str(e.value)

@@ -77,7 +77,7 @@ def test_a_corpus_too_repetitive_for_the_split_is_one_sentence_with_numbers():
     assert msg == ("corpus rep has 5 documents of at least 128 words after removing "
                    "near-duplicates across roles (25 dropped for sharing a run of 13 words with "
                    "another role); this split needs 15 (2 x 5 members/non-members + 5 reference "
-                   "+ 0 background): lower --members, --reference or --background, or give a "
+                   "+ 0 background): lower `members`, `reference` or `background`, or give a "
                    "larger corpus")
 
 

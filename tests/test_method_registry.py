@@ -99,7 +99,7 @@ def test_unmet_needs_still_refuse_a_named_method_and_skip_under_all():
     notices: list[str] = []
     calls = resolve_methods("all", {Need.LOWERCASE}, notices, capabilities=LOCAL)
     assert "dcpdd" not in names(calls)
-    assert "skipping dcpdd: it needs a frequency table (--freq)" in notices
+    assert "skipping dcpdd: it needs a frequency table (`freq`)" in notices
     with pytest.raises(PddkitError, match="dcpdd needs a frequency table"):
         resolve_methods("dcpdd", {Need.LOWERCASE}, capabilities=LOCAL)
 

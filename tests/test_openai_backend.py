@@ -186,7 +186,7 @@ def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_p
     [stats] = token_stats(backend, texts[:1])
     assert len(stats) == 19 and stats.truncated
     assert backend.decode(stats.ids.tolist()) == tok.decode(tok(texts[0])["input_ids"][:19])
-    with pytest.raises(PddkitError, match="needs api_base"):
+    with pytest.raises(PddkitError, match="needs `api_base`"):
         OpenAIBackend.load("tiny", tokenizer=str(tmp_path / "tok"))
     with pytest.raises(PddkitError, match="must be an http"):
         OpenAIBackend("tiny", "127.0.0.1:8000", tok)

@@ -98,6 +98,7 @@ def test_an_actor_that_cannot_load_the_model_is_one_sentence(local_ray, model_di
     gone = tmp_path / "gone"
     shutil.copytree(model_dir, gone)
     backend = HFBackend.load(str(gone), device="cpu", dtype="float32")
+    assert backend.lm is not None  # loaded here, on the driver (loading is lazy)
     shutil.rmtree(gone)  # as on a worker that does not have the model
     with pytest.raises(PddkitError, match=r"a Ray actor failed: model path .*gone does not exist") as info:
         RayExecutor().token_stats(backend, ["some text here"], ["t"], "target pass")
@@ -114,7 +115,7 @@ def test_an_unreachable_cluster_is_one_sentence_in_seconds():
         port = s.getsockname()[1]
     with pytest.raises(PddkitError, match=rf"cannot reach the Ray cluster at ray://127.0.0.1:{port}"):
         _check_reachable(f"ray://127.0.0.1:{port}")
-    with pytest.raises(PddkitError, match="ray_address must be host:port"):
+    with pytest.raises(PddkitError, match="`ray_address` must be host:port"):
         _check_reachable("head-node:port")
     _check_reachable(None)  # a local Ray: nothing to reach
 

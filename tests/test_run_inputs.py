@@ -49,7 +49,7 @@ def test_val_data_overlapping_data_is_refused_or_left_out(toy_world, tmp_path, c
     code, _, err = run_cli(capsys, "run", "--model", tmp_path / "no-model-needed", "--data", data,
                            "--val-data", val, "--methods", "mink", "--output", tmp_path / "o")
     assert code == 1 and "Traceback" not in err
-    assert "3 of the 23 texts of --val-data" in err and "also occur in --data" in err
+    assert "3 of the 23 texts of --val-data" in err and "also occur in the texts under test" in err
     assert "val.jsonl line 21" in err and "val.jsonl line 22" in err  # two examples
     code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
                            "--val-data", val, "--methods", "mink", "--output", tmp_path / "o",
@@ -74,7 +74,7 @@ def test_probe_data_overlapping_data_is_refused_before_any_model_loads(toy_world
     from pddkit.data import load_jsonl
     from pddkit.data.overlap import without_overlap
 
-    kept = without_overlap(load_jsonl(aux), load_jsonl(toy_world.data_path), "--probe-data",
+    kept = without_overlap(load_jsonl(aux), load_jsonl(toy_world.data_path), "`probe_data`",
                            "skip")
     assert len(kept.samples) == 20 and kept.meta["left_out_overlapping"] == 1
     assert kept.skipped[0].source.endswith("aux.jsonl line 21")

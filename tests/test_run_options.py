@@ -14,8 +14,8 @@ NO_MODEL = "/nonexistent/model/dir"  # a check that runs first must answer befor
 
 
 @pytest.mark.parametrize("extra, sentence", [
-    (["--batch-size", "0"], "batch_size must be at least 1, not 0"),
-    (["--max-length", "1"], "max_length 1 leaves no room for a text token"),
+    (["--batch-size", "0"], "--batch-size must be "),
+    (["--max-length", "1"], "--max-length 1 leaves no room for a text token"),
     (["--methods", "mink:k=2"], "method mink: k must be in (0, 1], not 2"),
     (["--methods", "surp:k=150"], "method surp: k is a percentile and must be in [0, 100], not 150"),
     (["--backend", "openai"], "--backend openai needs --api-base"),
@@ -74,7 +74,7 @@ def test_api_takes_a_loaded_model_with_its_tokenizer(toy_world, toy_lm):
         np.testing.assert_allclose(by_kw[k], by_path[k], rtol=1e-5)
     with pytest.raises(pddkit.PddkitError, match="pass its tokenizer too"):
         pddkit.score(texts, toy_lm.model)
-    with pytest.raises(pddkit.PddkitError, match="batch_size must be at least 1"):
+    with pytest.raises(pddkit.PddkitError, match="`batch_size` must be "):
         pddkit.score(texts, toy_lm, batch_size=0)
 
 

@@ -85,7 +85,7 @@ def _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups,
     if val_data is not None:
         from pddkit.data.jsonl import load_jsonl
 
-        val_dataset = load_jsonl(val_data, name="val_data", on_invalid=cfg.on_invalid)
+        val_dataset = load_jsonl(val_data, on_invalid=cfg.on_invalid)
     return run_dataset(_dataset(texts, labels, ids, groups), cfg,
                        model=None if isinstance(target, str) else target,
                        ref_model=None if reference is None or isinstance(reference, str) else reference,
@@ -99,7 +99,7 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
           neighbors_file: str | None = None, probe_data: str | None = None,
           probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
-          probe_lora: bool = False, probe_standardize: str = "per_set", batch_size: int = 8,
+          probe_lora: bool = False, probe_standardize: str = "per_set", batch_size: int | str = 8,
           max_length: int | None = None, padding_side: str = "right", device: str = "auto",
           dtype: str = "auto", trust_remote_code: bool = False, local_files_only: bool = False,
           on_invalid: str = "error", engine: str = "local", ray_address: str | None = None,
@@ -129,7 +129,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
              probe_lora: bool = False, probe_standardize: str = "per_set",
              val_fraction: float | None = None, val_data: str | None = None,
-             batch_size: int = 8, max_length: int | None = None, padding_side: str = "right",
+             batch_size: int | str = 8, max_length: int | None = None, padding_side: str = "right",
              device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
              local_files_only: bool = False, on_invalid: str = "error", engine: str = "local",
              ray_address: str | None = None, actors: int = 1, gpus_per_actor: float = 0.0,

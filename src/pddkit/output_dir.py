@@ -39,23 +39,24 @@ def previous_outputs(path: Path) -> list[Path]:
     return sorted(found)
 
 
-def prepare(path: str | Path, overwrite: bool = False, flag: str = "--output") -> Path:
+def prepare(path: str | Path, overwrite: bool = False, name: str = "output") -> Path:
     """Create `path` (with parents) and check that it can be written; refuse one that holds
-    pddkit results unless `overwrite`, which removes those results first."""
+    pddkit results unless `overwrite`, which removes those results first. Messages name
+    the folder by its parameter, `name` (the CLI shows the flag)."""
     out = Path(path).expanduser()
     if out.exists() and not out.is_dir():
-        raise PddkitError(f"{flag} {out} is a file, not a folder")
+        raise PddkitError(f"`{name}` {out} is a file, not a folder")
     if out.is_dir() and holds_results(out):
         if not overwrite:
-            raise PddkitError(f"{flag} {out} already holds pddkit results; choose another folder "
-                              "or pass --overwrite to replace them")
+            raise PddkitError(f"`{name}` {out} already holds pddkit results; choose another "
+                              "folder or pass `overwrite=True` to replace them")
         old = previous_outputs(out)
         for p in old:
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:
                 p.unlink()
-        logger.info("--overwrite: removed %d files and folders of the previous run in %s",
+        logger.info("`overwrite`: removed %d files and folders of the previous run in %s",
                     len(old), out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -63,5 +64,5 @@ def prepare(path: str | Path, overwrite: bool = False, flag: str = "--output") -
         probe.write_text("pddkit checks that it can write here\n")
         probe.unlink()
     except OSError as e:
-        raise PddkitError(f"cannot write to {flag} {out}: {e.strerror or e}") from None
+        raise PddkitError(f"cannot write to `{name}` {out}: {e.strerror or e}") from None
     return out

@@ -53,7 +53,7 @@ def pick_dtype(dtype: str, device: str):
     import torch
 
     if dtype not in DTYPES:
-        raise PddkitError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
     if dtype == "auto":
         if device.startswith("cuda") and torch.cuda.is_bf16_supported():
             return torch.bfloat16
@@ -61,9 +61,34 @@ def pick_dtype(dtype: str, device: str):
     return getattr(torch, dtype)
 
 
-def _looks_local(name: str) -> bool:
+def looks_local(name: str) -> bool:
+    """Whether `name` is a local path rather than a hub id."""
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or \
         name.count("/") > 1 or "\\" in name
+
+
+def resolve_device_dtype(device: str, dtype: str) -> tuple[str, str]:
+    """(device, dtype) as loading resolves them, importing torch only when the answer
+    depends on the hardware ("auto" device, or "auto" dtype on CUDA)."""
+    if dtype not in DTYPES:
+        raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if device != "auto" and (dtype != "auto" or not device.startswith("cuda")):
+        return device, "float32" if dtype == "auto" else dtype
+    device = pick_device(device)
+    return device, str(pick_dtype(dtype, device)).replace("torch.", "")
+
+
+def check_source(name: str, role: str, trust_remote_code: bool, revision: str | None,
+                 local_files_only: bool) -> bool:
+    """Refuse a local path that does not exist, or a hub id neither cached nor reachable
+    (one sentence, in seconds); returns `local_files_only` as loading should use it."""
+    if looks_local(name):
+        if not Path(name).expanduser().exists():
+            raise PddkitError(f"{role} path {name} does not exist")
+        return local_files_only
+    if not local_files_only:
+        return _hub_files_needed(name, role, trust_remote_code, revision)
+    return local_files_only
 
 
 def load_model(
@@ -79,13 +104,10 @@ def load_model(
     """`name` is a local directory or a hub id; remote code runs only if asked for."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if _looks_local(name) and not Path(name).expanduser().exists():
-        raise PddkitError(f"{role} path {name} does not exist")
+    local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
-    src = str(Path(name).expanduser()) if _looks_local(name) else name
-    if not _looks_local(name) and not local_files_only:
-        local_files_only = _hub_files_needed(name, role, trust_remote_code, revision)
+    src = str(Path(name).expanduser()) if looks_local(name) else name
     common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
     if revision is not None:
         common["revision"] = revision
@@ -94,7 +116,7 @@ def load_model(
         model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **common)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        where = "the directory" if _looks_local(name) else "the hub (offline? try a local path)"
+        where = "the directory" if looks_local(name) else "the hub (offline? try a local path)"
         raise PddkitError(f"could not load {role} {name} from {where}: {first}") from None
     model.to(device).eval()
     logger.info("loaded %s %s on %s (%s)", role, name, device, torch_dtype)
@@ -127,7 +149,7 @@ def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: s
             return True  # offline, but cached: load from the cache
         raise PddkitError(f"{role} {name} is not in the local Hugging Face cache and the hub "
                           f"({url.hostname}) cannot be reached: give a local directory, or load "
-                          "it once online (local_files_only / HF_HUB_OFFLINE=1 use the cache "
+                          "it once online (`local_files_only` / HF_HUB_OFFLINE=1 use the cache "
                           "only)") from None
 
 
@@ -143,9 +165,9 @@ def load_tokenizer(name: str, *, trust_remote_code: bool = False, local_files_on
     """Just the tokenizer of a model directory or hub id (for frequency tables)."""
     from transformers import AutoTokenizer
 
-    if _looks_local(name) and not Path(name).expanduser().exists():
+    if looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"tokenizer path {name} does not exist")
-    src = str(Path(name).expanduser()) if _looks_local(name) else name
+    src = str(Path(name).expanduser()) if looks_local(name) else name
     try:
         return AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code,
                                              local_files_only=local_files_only)

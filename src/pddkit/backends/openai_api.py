@@ -216,7 +216,7 @@ class OpenAIBackend:
         from pddkit.backends.hf_loading import start_token_id
 
         if not isinstance(api_base, str) or not api_base.startswith(("http://", "https://")):
-            raise PddkitError(f"api_base must be an http(s) URL such as http://127.0.0.1:8000/v1, "
+            raise PddkitError(f"`api_base` must be an http(s) URL such as http://127.0.0.1:8000/v1, "
                               f"not {api_base!r}")
         checks = [(concurrency >= 1, f"concurrency must be at least 1, not {concurrency}"),
                   (timeout > 0, f"timeout must be positive, not {timeout}"),
@@ -259,7 +259,7 @@ class OpenAIBackend:
         from pddkit.backends.hf_loading import load_tokenizer
 
         if not api_base:
-            raise PddkitError(f"the openai backend of {role} {model} needs api_base, the "
+            raise PddkitError(f"the openai backend of {role} {model} needs `api_base`, the "
                               "server's URL (e.g. http://127.0.0.1:8000/v1)")
         options = {"api_base": api_base, "tokenizer": tokenizer, "api_key_env": api_key_env,
                    "api_concurrency": api_concurrency, "timeout": timeout,

@@ -22,6 +22,7 @@ from pddkit.stats import TokenStats
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20
+AUTO_BATCH_CAP = {"cpu": 32, "other": 1024}  # batch_size="auto" tries no more than this
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def encode(lm: LoadedModel, texts: Sequence[str], names: Sequence[str],
         limit = max_length if limit is None else min(limit, max_length)
     keep = None if limit is None else limit - 1
     if keep is not None and keep < 1:
-        raise PddkitError(f"--max-length {max_length} leaves no room for a text token")
+        raise PddkitError(f"`max_length` {max_length} leaves no room for a text token")
     ids = lm.tokenizer(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
     truncated = []
     for i, seq in enumerate(ids):
@@ -101,9 +102,9 @@ class StatsRunner:
     def __init__(self, lm: LoadedModel, batch_size: int = 8, padding_side: str = "right",
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, max_length: int | None = None) -> None:
         if batch_size < 1:
-            raise PddkitError(f"--batch-size must be at least 1, not {batch_size}")
+            raise PddkitError(f"`batch_size` must be at least 1, not {batch_size}")
         if padding_side not in ("left", "right"):
-            raise PddkitError(f"padding side must be 'left' or 'right', not {padding_side!r}")
+            raise PddkitError(f"`padding_side` must be 'left' or 'right', not {padding_side!r}")
         self.lm = lm
         self.batch_size = batch_size
         self.padding_side = padding_side
@@ -212,3 +213,42 @@ class StatsRunner:
             logger.warning("%s: body + output head do not reproduce the model's logits; using "
                            "full logits per batch (more memory)", self.lm.name)
             self.body = None
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    import torch
+
+    text = str(e).lower()
+    return isinstance(e, torch.OutOfMemoryError) or (
+        isinstance(e, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+
+
+def largest_batch(runner: StatsRunner, longest: Sequence[int], n_texts: int) -> int:
+    """batch_size="auto": the largest power of two (at most the number of texts, and
+    AUTO_BATCH_CAP) for which a batch of copies of the longest text, the most memory any
+    batch needs, runs through the statistics pass on the model's device; halved on each
+    out-of-memory error. On CPU, where larger batches are not faster and running out of
+    memory ends the process instead of raising, the cap is small."""
+    import torch
+
+    cap = AUTO_BATCH_CAP["cpu" if str(runner.lm.device).startswith("cpu") else "other"]
+    size = 1
+    while size * 2 <= min(cap, n_texts):
+        size *= 2
+    seq = list(longest)
+    if runner.body is not None and not runner._checked:
+        runner._check_head(seq)
+    while True:
+        try:
+            with torch.inference_mode():
+                runner._batch([seq] * size)
+            break
+        except (RuntimeError, MemoryError) as e:
+            if size == 1 or not (isinstance(e, MemoryError) or _out_of_memory(e)):
+                raise
+            size //= 2
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    logger.info("batch size auto: %d (a batch of the longest text, %d tokens, fits on %s)",
+                size, len(seq), runner.lm.device)
+    return size

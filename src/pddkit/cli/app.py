@@ -1,5 +1,6 @@
 """The `pddkit` command group, logging set-up and the entry point (user errors become one
-line on stderr and exit code 1)."""
+line on stderr and exit code 1). Errors and log lines of lower layers name parameters as
+Python spells them (`batch_size`); here they are shown with the flags (options.for_cli)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,25 @@ import sys
 import click
 
 from pddkit import progress
+from pddkit.cli import options
 from pddkit.errors import PddkitError
 from pddkit.version import __version__
 
 logger = logging.getLogger("pddkit")
 
 
+class _FlagFormatter(logging.Formatter):
+    """Log lines as the command line's user reads them: parameters named as flags."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return options.for_cli(super().format(record))
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    logging.basicConfig(level=level, format="pddkit: %(message)s", stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_FlagFormatter("pddkit: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
@@ -44,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
     except PddkitError as e:
-        click.echo(f"pddkit: error: {e}", err=True)
+        click.echo(f"pddkit: error: {options.for_cli(str(e))}", err=True)
         return 1
     except click.exceptions.Abort:
         click.echo("pddkit: aborted", err=True)

@@ -1,9 +1,12 @@
 """Every command-line flag pddkit has, spelled here and nowhere else: the commands
 (cli/*.py) apply these lists and turn flags into the parameters lower layers know by
-their Python names. Also the parsing of flag values that name the flag in their errors."""
+their Python names. Also the parsing of flag values that name the flag in their errors,
+and the way back: FLAGS (parameter -> flag) and for_cli, which shows lower layers'
+messages, which name parameters (`batch_size`), with the flags (--batch-size)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import click
@@ -55,7 +58,8 @@ RUN_OPTIONS = [
     click.option("--methods", default="all", show_default=True,
         help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
     click.option("--output", required=True, type=click.Path(), help="Folder for the results."),
-    click.option("--batch-size", default=8, show_default=True, type=int),
+    click.option("--batch-size", default="8", show_default=True, callback=lambda c, p, v: batch_size(v),
+        help="Texts per batch, or auto: the largest the device holds, found once."),
     click.option("--max-length", default=None, type=int,
         help="Cut texts to this many tokens, start token included (default: context)."),
     click.option("--padding-side", default="right", show_default=True,
@@ -175,6 +179,58 @@ def apply(options: Sequence[Callable]) -> Callable:
         return fn
 
     return wrap
+
+
+def _flag_table() -> dict[str, str]:
+    """Parameter name -> flag, read off the option lists above, so the table cannot drift
+    from the flags; a name that two commands spell differently is refused here."""
+    table: dict[str, str] = {}
+    for options in (RUN_OPTIONS, SANDBOX_OPTIONS, BLIND_OPTIONS, FREQ_BUILD_OPTIONS):
+        holder = apply(options)(lambda: None)
+        for p in holder.__click_params__:
+            if isinstance(p, click.Option):
+                flag = max(p.opts, key=len)
+                if table.setdefault(p.name, flag) != flag:
+                    raise ValueError(f"parameter {p.name} is {table[p.name]} and {flag}")
+    return table
+
+
+# Lower layers (and the Python API's errors) name parameters as Python spells them, in
+# backticks: "`batch_size` must be at least 1", "use `on_invalid='skip'`". For the command
+# line, `for_cli` turns each one the table knows into its flag. Keys are parameter names
+# (RunConfig's, SandboxConfig's, run_sandbox's, ...) or "name=value" where the flag differs.
+FLAGS: dict[str, str] = {**_flag_table(), "blind=False": "--no-blind"}
+
+_PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(=[^`\s]+)?`")
+
+
+def for_cli(message: str) -> str:
+    """A message as a command-line user reads it: `name` -> its flag ("--batch-size"),
+    `name='value'` -> flag and value ("--on-invalid skip"), `name=True` -> the flag; other
+    backticked text (method names, `pip install ...`) stays as it is, backticks included."""
+
+    def flag(m: re.Match) -> str:
+        name, value = m.group(1), m.group(2)
+        if f"{name}{value or ''}" in FLAGS:
+            return FLAGS[f"{name}{value or ''}"]
+        if name not in FLAGS or value == "=False":
+            return m.group(0)
+        if value is None or value == "=True":
+            return FLAGS[name]
+        return f"{FLAGS[name]} {value[1:].strip(chr(39) + chr(34))}"
+
+    return _PARAMETER.sub(flag, message)
+
+
+def batch_size(text: str) -> int | str:
+    """--batch-size: a whole number, or "auto" (checked with the other options)."""
+    text = str(text).strip().lower()
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise click.BadParameter(f"{text!r} is neither a whole number nor auto") from None
 
 
 def floats(text: str, option: str) -> tuple[float, ...]:

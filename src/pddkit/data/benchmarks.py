@@ -56,7 +56,7 @@ def wikimia(data_dir: str | Path | None, on_invalid: str, *, length: int = 32) -
     if data_dir is not None:
         path = Path(data_dir) / f"{fname}.jsonl"
         if not path.is_file():
-            raise PddkitError(f"--data-dir {data_dir} has no {fname}.jsonl")
+            raise PddkitError(f"`data_dir` {data_dir} has no {fname}.jsonl")
         return load_jsonl(path, on_invalid=on_invalid, name=f"wikimia:length={length}")
     rows = _hub_rows("swj0419/WikiMIA", split=fname)
     samples: list[Sample] = []
@@ -77,12 +77,12 @@ def _hub_rows(repo: str, split: str):
     except ImportError:
         raise PddkitError(
             f"loading {repo} from the hub needs `pip install pddkit[hub]`; or download it and "
-            "pass --data-dir"
+            "pass `data_dir`"
         ) from None
     try:
         return datasets.load_dataset(repo, split=split)
     except Exception as e:  # network, missing split, ...
         raise PddkitError(
             f"could not load {repo} split {split} from the hub ({type(e).__name__}); "
-            "offline users pass --data-dir with the JSONL files"
+            "offline users pass `data_dir` with the JSONL files"
         ) from None

@@ -62,7 +62,7 @@ def parse_record(obj: object, line_no: int, where: str) -> Sample:
 def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = None) -> Dataset:
     """Read a JSONL file of texts; see the module docstring for the bad-line policy."""
     if on_invalid not in ("error", "skip"):
-        raise PddkitError(f"on_invalid must be 'error' or 'skip', not {on_invalid!r}")
+        raise PddkitError(f"`on_invalid` must be 'error' or 'skip', not {on_invalid!r}")
     path = Path(path)
     if not path.is_file():
         raise PddkitError(f"data file {path} does not exist")
@@ -87,7 +87,7 @@ def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = N
             except _BadLine as bad:
                 if on_invalid == "error":
                     raise PddkitError(
-                        f"{path} line {line_no} {bad} (use --on-invalid skip to leave such "
+                        f"{path} line {line_no} {bad} (use `on_invalid='skip'` to leave such "
                         "lines out and count them)"
                     ) from None
                 skipped.append(Skipped(source=f"{path} line {line_no}", reason=str(bad)))

@@ -17,7 +17,7 @@ def normalise(text: str) -> str:
 
 
 def without_overlap(aux: Dataset, data: Dataset, what: str, on_invalid: str = "error",
-                    data_name: str = "--data") -> Dataset:
+                    data_name: str = "the texts under test") -> Dataset:
     """`aux` without the texts that also occur in `data` (after whitespace folding).
 
     With `on_invalid="error"` any overlap is one sentence with the count and two examples;
@@ -32,7 +32,7 @@ def without_overlap(aux: Dataset, data: Dataset, what: str, on_invalid: str = "e
         raise PddkitError(
             f"{len(leaked)} of the {len(aux.samples)} texts of {what} also occur in {data_name} "
             f"(e.g. {examples}): their labels would leak into the texts under test; remove "
-            f"them, or use --on-invalid skip to leave them out of {what} and count them")
+            f"them, or use `on_invalid='skip'` to leave them out of {what} and count them")
     keep = tuple(s for s in aux.samples if normalise(s.text) not in under_test)
     if not keep:
         raise PddkitError(f"every text of {what} also occurs in {data_name}, so none is left")

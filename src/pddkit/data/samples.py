@@ -60,7 +60,7 @@ class Dataset:
         import numpy as np
 
         if n < 1:
-            raise PddkitError(f"limit must be at least 1, not {n}")
+            raise PddkitError(f"`limit` must be at least 1, not {n}")
         if n >= len(self.samples):
             return self
         rng = np.random.default_rng(seed)

@@ -19,7 +19,7 @@ class RunConfig:
     ref_model: str | None = None
     ref_backend: str | None = None  # default: "hf"
     freq: str | None = None
-    batch_size: int = 8
+    batch_size: int | str = 8  # or "auto": the largest the device holds, found once per run
     max_length: int | None = None
     device: str = "auto"
     dtype: str = "auto"
@@ -50,32 +50,40 @@ class RunConfig:
     probe_standardize: str = "per_set"  # each set of activations with its own mean/std, or "train"
     on_invalid: str = "error"  # auxiliary texts that are also under test: refused, or left out
 
+    @property
+    def fixed_batch_size(self) -> int:
+        """The batch size of the passes that do not search for one (probe, neighbours)."""
+        return 8 if self.batch_size == "auto" else int(self.batch_size)
+
     def check(self) -> RunConfig:
         """Every option's value, checked before anything loads; errors name the parameter."""
         rules = [
-            (self.batch_size >= 1, f"batch_size must be at least 1, not {self.batch_size}"),
+            (self.batch_size == "auto" or (isinstance(self.batch_size, int) and self.batch_size >= 1),
+             f"`batch_size` must be a whole number of at least 1 or 'auto', not {self.batch_size!r}"),
+            (self.batch_size != "auto" or self.engine != "ray",
+             "the Ray engine needs a fixed `batch_size` (each actor runs the same batches)"),
             (self.max_length is None or self.max_length >= 2,
-             f"max_length {self.max_length} leaves no room for a text token after the start token"),
+             f"`max_length` {self.max_length} leaves no room for a text token after the start token"),
             (self.padding_side in ("left", "right"),
-             f"padding_side must be 'left' or 'right', not {self.padding_side!r}"),
-            (self.dtype in DTYPES, f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}"),
-            (self.n_bootstrap >= 0, f"n_bootstrap must be 0 or more, not {self.n_bootstrap}"),
+             f"`padding_side` must be 'left' or 'right', not {self.padding_side!r}"),
+            (self.dtype in DTYPES, f"`dtype` must be one of {', '.join(DTYPES)}, not {self.dtype!r}"),
+            (self.n_bootstrap >= 0, f"`n_bootstrap` must be 0 or more, not {self.n_bootstrap}"),
             (self.val_fraction is None or 0 < self.val_fraction < 1,
-             f"val_fraction must be between 0 and 1, not {self.val_fraction}"),
+             f"`val_fraction` must be between 0 and 1, not {self.val_fraction}"),
             (self.val_fraction is None or self.val_data is None,
-             "give at most one of val_fraction and val_data"),
+             "give at most one of `val_fraction` and `val_data`"),
             (self.probe_standardize in ("per_set", "train"),
-             f"probe_standardize must be 'per_set' or 'train', not {self.probe_standardize!r}"),
+             f"`probe_standardize` must be 'per_set' or 'train', not {self.probe_standardize!r}"),
             (len(self.probe_lrs) > 0 and all(lr > 0 for lr in self.probe_lrs),
-             f"probe_lrs must be positive learning rates, not {self.probe_lrs}"),
+             f"`probe_lrs` must be positive learning rates, not {self.probe_lrs}"),
             (self.on_invalid in ("error", "skip"),
-             f"on_invalid must be 'error' or 'skip', not {self.on_invalid!r}"),
-            (self.engine in ("local", "ray"), f"engine must be 'local' or 'ray', not {self.engine!r}"),
-            (self.actors >= 1, f"actors must be at least 1, not {self.actors}"),
-            (self.gpus_per_actor >= 0, f"gpus_per_actor must be 0 or more, not {self.gpus_per_actor}"),
-            (self.api_concurrency >= 1, f"api_concurrency must be at least 1, not {self.api_concurrency}"),
+             f"`on_invalid` must be 'error' or 'skip', not {self.on_invalid!r}"),
+            (self.engine in ("local", "ray"), f"`engine` must be 'local' or 'ray', not {self.engine!r}"),
+            (self.actors >= 1, f"`actors` must be at least 1, not {self.actors}"),
+            (self.gpus_per_actor >= 0, f"`gpus_per_actor` must be 0 or more, not {self.gpus_per_actor}"),
+            (self.api_concurrency >= 1, f"`api_concurrency` must be at least 1, not {self.api_concurrency}"),
             (self.backend != "openai" or bool(self.api_base),
-             "the openai backend needs api_base, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
+             "the openai backend needs `api_base`, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
         ]
         for ok, message in rules:
             if not ok:

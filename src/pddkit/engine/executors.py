@@ -39,4 +39,4 @@ def make_executor(config) -> Executor:
                            gpus_per_actor=config.gpus_per_actor)
     from pddkit.errors import PddkitError
 
-    raise PddkitError(f"unknown engine {config.engine!r}; known: local, ray")
+    raise PddkitError(f"unknown `engine` {config.engine!r}; known: local, ray")

@@ -37,7 +37,7 @@ def _ray():
     try:
         import ray
     except ModuleNotFoundError:
-        raise PddkitError("engine 'ray' needs Ray: pip install 'pddkit[ray]'") from None
+        raise PddkitError("`engine='ray'` needs Ray: `pip install 'pddkit[ray]'`") from None
     return ray
 
 
@@ -107,7 +107,7 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
         return
     host, _, port = address.split("://")[-1].rpartition(":")
     if not port.isdigit():
-        raise PddkitError(f"ray_address must be host:port (or ray://host:port), not {address!r}")
+        raise PddkitError(f"`ray_address` must be host:port (or ray://host:port), not {address!r}")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
     except OSError as e:
@@ -125,7 +125,7 @@ class RayExecutor:
                  threads: int = 1) -> None:
         self.ray = _ray()
         if actors < 1:
-            raise PddkitError(f"actors must be at least 1, not {actors}")
+            raise PddkitError(f"`actors` must be at least 1, not {actors}")
         self.address, self.actors, self.gpus, self.threads = address, actors, gpus_per_actor, threads
 
     def _init(self) -> None:
@@ -172,10 +172,10 @@ class RayExecutor:
         """Start the Ray Data pass over `ids` (lazily: rows stream as actors finish)."""
         spec = getattr(backend, "spec", None)
         if spec is None:
-            raise PddkitError(f"engine 'ray' needs a model it can load by name in each actor; "
+            raise PddkitError(f"`engine='ray'` needs a model it can load by name in each actor; "
                               f"{backend.name} was handed over in memory (use the local engine, "
                               "or give its directory or hub id)")
-        size = max(1, int(getattr(getattr(backend, "runner", None), "batch_size", 8)))
+        size = max(1, int(getattr(backend, "batch_size", 8)))
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # the local pass's order
         batches = [order[b:b + size] for b in range(0, len(order), size)]
         if not batches:

@@ -58,7 +58,7 @@ class PassContext:
                 finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()))
             if bad:
                 raise PddkitError(f"{backend.name} gave non-finite log-probabilities for {name} "
-                                  "(a float16 overflow? try --dtype float32)")
+                                  "(a float16 overflow? try `dtype='float32'`)")
         return out
 
 
@@ -119,7 +119,10 @@ def frequency_table(ctx: PassContext) -> None:
     from pddkit.resources.frequency import FrequencyTable
 
     table = FrequencyTable.load(ctx.config.freq)
-    table.check_tokenizer(_tokenizer(ctx.target), ctx.target.name, ctx.config.freq)
+    vocab = _facts(ctx.target)
+    if "vocab_size" in vocab:
+        table.check_vocab(vocab["vocab_size"], vocab.get("vocab_fingerprint"), ctx.target.name,
+                          ctx.config.freq)
     ctx.fields["log_freq"] = table.log_freq()
     ctx.models["frequency_table"] = {"path": str(ctx.config.freq), **{
         k: v for k, v in table.meta().items() if k != "sources"}}
@@ -185,11 +188,11 @@ def probe_pass(ctx: PassContext) -> None:
     else:
         aux = ctx.aux
         search = train_probes(lm.model, lm.tokenizer, [s.text for s in aux.samples],
-                              cfg.probe_lrs, cfg.seed, cfg.probe_lora, cfg.batch_size,
+                              cfg.probe_lrs, cfg.seed, cfg.probe_lora, cfg.fixed_batch_size,
                               aux_labels=list(aux.labels) if aux.labelled else None,
                               standardize=cfg.probe_standardize)
     grid, ctx.counts["truncated"]["probe"] = probe_scores(
-        lm.model, lm.tokenizer, ctx.texts, search.probes, cfg.batch_size, lm.name,
+        lm.model, lm.tokenizer, ctx.texts, search.probes, cfg.fixed_batch_size, lm.name,
         cfg.probe_standardize, ctx.sets or [np.arange(len(ctx.texts))])
     if cfg.probe_data:  # the auxiliary texts are the user's input too: count their cuts
         ctx.counts["truncated"]["probe_data"] = search.best.meta_["aux_texts_cut"]
@@ -209,23 +212,26 @@ def _inner(backend: Backend) -> Backend:
     return getattr(backend, "backend", backend)
 
 
-def _tokenizer(backend: Backend):
-    """The backend's local tokenizer (every backend has one: ids are computed here)."""
-    inner = _inner(backend)
-    lm = getattr(inner, "lm", None)
-    return lm.tokenizer if lm is not None else inner.tokenizer
+def _facts(backend: Backend) -> dict:
+    """What the backend tells about its model and tokenizer: the backend's (or the cache's
+    memo of them) `facts()`, else read from its tokenizer (every backend has one: ids are
+    computed here)."""
+    facts = getattr(backend, "facts", None)
+    found = facts() if facts is not None else None
+    if found is not None:
+        return found
+    from pddkit.resources.frequency import vocab_fingerprint
+
+    tok = getattr(_inner(backend), "tokenizer", None)
+    if tok is None:
+        return {}
+    return {"tokenizer": getattr(tok, "name_or_path", "?"), "vocab_size": len(tok),
+            "vocab_fingerprint": vocab_fingerprint(tok)}
 
 
 def describe(backend: Backend) -> dict:
     """The model's entry in results.json `models`."""
     inner = _inner(backend)
     info = {"name": backend.name, "backend": getattr(inner, "kind", "?")}
-    lm = getattr(inner, "lm", None)
-    if lm is not None:
-        info.update({"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name),
-                     "vocab_size": len(lm.tokenizer), "device": lm.device, "dtype": lm.dtype,
-                     "context_length": lm.context_length})
-    elif getattr(inner, "tokenizer", None) is not None:
-        info.update({"tokenizer": getattr(inner.tokenizer, "name_or_path", "?"),
-                     "vocab_size": len(inner.tokenizer)})
+    info.update({k: v for k, v in _facts(backend).items() if k != "vocab_fingerprint"})
     return info

@@ -79,7 +79,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
 
-        val_dataset = without_overlap(val_dataset, dataset, f"--val-data {val_dataset.name}",
+        val_dataset = without_overlap(val_dataset, dataset, f"`val_data` {val_dataset.name}",
                                       config.on_invalid)
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
 
@@ -156,8 +156,8 @@ def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
     from pddkit.data.jsonl import load_jsonl
     from pddkit.data.overlap import without_overlap
 
-    aux = load_jsonl(config.probe_data, name="--probe-data", on_invalid=config.on_invalid)
-    return without_overlap(aux, dataset, f"--probe-data {config.probe_data}", config.on_invalid)
+    aux = load_jsonl(config.probe_data, on_invalid=config.on_invalid)
+    return without_overlap(aux, dataset, f"`probe_data` {config.probe_data}", config.on_invalid)
 
 
 def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):
@@ -233,15 +233,42 @@ def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str],
     if use_groups:
         groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
     model = BlindBaseline(seed=config.seed)
-    try:
-        scores = model.cross_val_scores([s.text for s in dataset.samples], dataset.labels,
-                                        groups if use_groups else None)
-    except PddkitError as e:
-        logger.warning("no blind baseline: %s", e)
-        notices.append(f"no blind baseline: {e}")
-        return None
+    texts = [s.text for s in dataset.samples]
+    memo, key = _blind_memo(config, model, texts, dataset.labels, groups if use_groups else None)
+    found = memo.get_result("blind", key) if memo is not None else None
+    if found is not None:  # the same texts, labels, groups and classifier: its scores
+        scores, folds = found[0]["scores"], found[1]["folds"]
+    else:
+        try:
+            scores = model.cross_val_scores(texts, dataset.labels, groups if use_groups else None)
+        except PddkitError as e:
+            logger.warning("no blind baseline: %s", e)
+            notices.append(f"no blind baseline: {e}")
+            return None
+        folds = model.n_splits_used_
+        if memo is not None:
+            memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
     sel = slice(None) if test_idx is None else test_idx
     metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
                               n_bootstrap=config.n_bootstrap, seed=config.seed)
-    params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups}
+    params = {"folds": folds, "grouped_by_document": use_groups}
     return MethodResult("blind", "blind", params, scores, metrics)
+
+
+def _blind_memo(config: RunConfig, model, texts, labels, groups):
+    """(the cache's memo, the key of these blind-baseline scores), or (None, None) without
+    a cache. The key covers the texts, labels, groups, the classifier's hyperparameters and
+    the pddkit and scikit-learn versions."""
+    if not config.cache:
+        return None, None
+    from importlib.metadata import version as package_version
+    from pathlib import Path
+
+    from pddkit.cache.memo import Memo, result_key, text_digest
+    from pddkit.version import __version__
+
+    parts = {"texts": [text_digest(t) for t in texts], "labels": [int(v) for v in labels],
+             "groups": None if groups is None else [str(g) for g in groups],
+             "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
+             "pddkit": __version__, "sklearn": package_version("scikit-learn")}
+    return Memo(Path(config.cache).expanduser()), result_key("blind", 1, parts)

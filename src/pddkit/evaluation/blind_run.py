@@ -50,7 +50,7 @@ def run_blind(data, benchmark, data_dir, on_invalid: str, seed: int, n_bootstrap
     from pddkit.data import load_benchmark, load_jsonl
 
     if (data is None) == (benchmark is None):
-        raise PddkitError("give exactly one of --data FILE and --benchmark NAME")
+        raise PddkitError("give exactly one of `data` and `benchmark`")
     dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
                load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
     if dataset.skipped:

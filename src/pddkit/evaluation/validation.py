@@ -26,7 +26,7 @@ def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0,
     Groups are visited in seeded random order; a group joins validation while that does
     not overshoot any class's target share by more than half the group's own count."""
     if not 0 < fraction < 1:
-        raise PddkitError(f"--val-fraction must be between 0 and 1, not {fraction}")
+        raise PddkitError(f"`val_fraction` must be between 0 and 1, not {fraction}")
     y = np.asarray(labels)
     keys = [f"\0text {i}" if groups is None or groups[i] is None else str(groups[i])
             for i in range(len(y))]
@@ -52,7 +52,7 @@ def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0,
             grouped = groups is not None and any(g is not None for g in groups)
             n_units = len({keys[i] for i in np.flatnonzero(y == c)})
             what = f"{n_units} documents with {name}s" if grouped else f"{n_units} {name}s"
-            raise PddkitError(f"--val-fraction {fraction} leaves no {name} on one side "
+            raise PddkitError(f"`val_fraction` {fraction} leaves no {name} on one side "
                               f"({what}): validation and test each need both classes")
     return val_idx, test_idx
 

@@ -27,16 +27,17 @@ class Need(str, Enum):
     """What a method needs beyond the target model's L, H, M2."""
 
     LOWERCASE = "lowercase pass"  # a second target pass over text.lower()
-    REFERENCE = "reference model"  # --ref-model
-    FREQUENCY = "frequency table"  # --freq
-    NEIGHBORS = "masked LM for neighbours"  # --mask-model (neighbor)
-    PROBE = "probe"  # --probe-data or --probe-load
+    REFERENCE = "reference model"  # ref_model
+    FREQUENCY = "frequency table"  # freq
+    NEIGHBORS = "masked LM for neighbours"  # mask_model (neighbor)
+    PROBE = "probe"  # probe_data or probe_load
 
     @property
-    def option(self) -> str:
-        return {"lowercase pass": "", "reference model": "--ref-model",
-                "frequency table": "--freq", "masked LM for neighbours": "--mask-model",
-                "probe": "--probe-data or --probe-load"}[self.value]
+    def parameter(self) -> str:
+        """The parameter(s) that meet this need, as messages name them (the CLI shows flags)."""
+        return {"lowercase pass": "", "reference model": "`ref_model`",
+                "frequency table": "`freq`", "masked LM for neighbours": "`mask_model`",
+                "probe": "`probe_data` or `probe_load`"}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
@@ -149,7 +150,7 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
                 missing = spec.needs - available
                 if missing:
                     need = sorted(missing)[0]
-                    skip(f"skipping {spec.name}: it needs a {need.value} ({need.option})")
+                    skip(f"skipping {spec.name}: it needs a {need.value} ({need.parameter})")
                 elif unmet(spec, capabilities):
                     skip(unmet(spec, capabilities))
                 else:
@@ -163,11 +164,11 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
         missing = spec.needs - available
         if missing:
             need = sorted(missing)[0]
-            raise PddkitError(f"method {name} needs a {need.value}: pass {need.option}")
+            raise PddkitError(f"method {name} needs a {need.value}: pass {need.parameter}")
         calls.append(MethodCall(spec, params))
     if not calls:
         why = f" ({skipped[-1]})" if len(skipped) == 1 else ""
-        raise PddkitError(f"--methods {text!r} selects no method{why}")
+        raise PddkitError(f"`methods` {text!r} selects no method{why}")
     return _label(calls)
 
 

@@ -95,14 +95,18 @@ class FrequencyTable:
 
     def check_tokenizer(self, tokenizer, model_name: str, path: str | Path) -> None:
         """Refuse a table built with another vocabulary (one sentence naming both)."""
-        size = len(tokenizer)
+        self.check_vocab(len(tokenizer), vocab_fingerprint(tokenizer), model_name, path)
+
+    def check_vocab(self, size: int, fingerprint: str | None, model_name: str,
+                    path: str | Path) -> None:
+        """As check_tokenizer, from the vocabulary's size and `vocab_fingerprint`."""
         if self.vocab_size != size or (
-            self.vocab_fingerprint and self.vocab_fingerprint != vocab_fingerprint(tokenizer)
+            self.vocab_fingerprint and fingerprint and self.vocab_fingerprint != fingerprint
         ):
             raise PddkitError(
                 f"frequency table {path} was built with tokenizer {self.tokenizer} "
                 f"(vocabulary {self.vocab_size}), not the tokenizer of {model_name} "
-                f"(vocabulary {size}); rebuild it with `pddkit freq build --tokenizer {model_name}`"
+                f"(vocabulary {size}); rebuild it with the tokenizer of {model_name} (`pddkit freq build`)"
             )
 
 

@@ -130,9 +130,9 @@ def load_mask_model(name: str, *, device: str = "cpu", local_files_only: bool = 
                     trust_remote_code: bool = False) -> MaskModel:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from pddkit.backends.hf_loading import _looks_local
+    from pddkit.backends.hf_loading import looks_local
 
-    if _looks_local(name) and not Path(name).expanduser().exists():
+    if looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"mask model path {name} does not exist")
     try:
         tok = AutoTokenizer.from_pretrained(name, local_files_only=local_files_only,
@@ -313,7 +313,7 @@ def load(path: str | Path, ids: Sequence[str],
             if "params" not in obj:
                 raise PddkitError(f"{path} line {no} has no `params`: it was written before "
                                   "neighbours were kept per parameter set (and ranked by "
-                                  "p(c) / (1 - p(w))); generate them again with --mask-model")
+                                  "p(c) / (1 - p(w))); generate them again with a `mask_model`")
             params = NeighborParams.of(obj["params"])
             saved.setdefault(params, {})[str(obj["id"])] = list(obj["neighbors"])
             n_saved[params] = int(obj["n_neighbors"])

@@ -74,10 +74,10 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
     try:
         vals = [SWEEPABLE[knob](v) for v in values.split(",") if v.strip()]
     except ValueError:
-        raise PddkitError(f"--sweep {text!r}: values of {knob} must be "
+        raise PddkitError(f"`sweep` {text!r}: values of {knob} must be "
                           f"{SWEEPABLE[knob].__name__}s") from None
     if not eq or not vals:
-        raise PddkitError(f"--sweep {text!r} has no values; write e.g. {knob}=1,2,4")
+        raise PddkitError(f"`sweep` {text!r} has no values; write e.g. {knob}=1,2,4")
     return knob, vals
 
 
@@ -91,14 +91,14 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
 
     swept = parse_sweep(sweep)
     if cfg.base_model and cfg.tokenizer:
-        raise PddkitError("--tokenizer and --base-model exclude each other: a base model "
+        raise PddkitError("`tokenizer` and `base_model` exclude each other: a base model "
                           "brings its own tokenizer")
     if cfg.base_model and swept and swept[0] == "width":
-        raise PddkitError("--sweep width needs models trained from scratch, not --base-model")
+        raise PddkitError("a `sweep` of width needs models trained from scratch, not a `base_model`")
     shape = ("layers", "width", "heads", "vocab_size")
     if cfg.base_model and any(getattr(cfg, k) != getattr(SandboxConfig, k) for k in shape):
-        raise PddkitError("--layers, --width and --vocab-size shape a model trained from "
-                          "scratch; with --base-model the base model's own shape is used")
+        raise PddkitError("`layers`, `width` and `vocab_size` shape a model trained from "
+                          "scratch; with `base_model` the base model's own shape is used")
     device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)

@@ -79,8 +79,8 @@ def split_documents(corpus: Corpus, n_members: int, n_reference: int, n_backgrou
     eligible = [d for d in corpus.documents if len(d.text.split()) >= min_words]
     need = 2 * n_members + n_reference + n_background
     needs = (f"this split needs {need} (2 x {n_members} members/non-members + {n_reference} "
-             f"reference + {n_background} background): lower --members, --reference or "
-             "--background, or give a larger corpus")
+             f"reference + {n_background} background): lower `members`, `reference` or "
+             "`background`, or give a larger corpus")
     if len(eligible) < need:
         raise PddkitError(
             f"corpus {corpus.name} has {len(eligible)} documents of at least {min_words} words "

@@ -60,7 +60,7 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch
         try:
             from peft import LoraConfig, get_peft_model
         except ImportError:
-            raise PddkitError("--probe-lora needs `pip install peft`") from None
+            raise PddkitError("`probe_lora` needs `pip install peft`") from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
         if dtype is not None:
@@ -90,7 +90,7 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch
 
 
 def split_auxiliary(n: int, seed: int = 0, injected: Sequence[int] | None = None,
-                    name: str = "--probe-data") -> tuple[np.ndarray, np.ndarray]:
+                    name: str = "`probe_data`") -> tuple[np.ndarray, np.ndarray]:
     """(injected [n] 0/1, held_out [n] bool). `injected` comes from the file's labels when
     it has them (1 = inject into the proxy, 0 = leave out, as in ArxivMIA's
     arxiv_mia_train_real.jsonl), else half the texts at random; a stratified 20% of each

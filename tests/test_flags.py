@@ -1,0 +1,151 @@
+"""Only cli/options.py spells command-line flags. Lower layers name parameters as Python
+spells them, in backticks (`batch_size`, `on_invalid='skip'`); the CLI shows those as
+flags (options.FLAGS, options.for_cli), the Python API as they are."""
+
+import ast
+import json
+import logging
+import re
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from cli_helpers import run_cli, write_jsonl
+
+import pddkit
+from pddkit.cli import options
+from pddkit.cli.app import _FlagFormatter
+from pddkit.data import BENCHMARKS, load_jsonl
+from pddkit.engine.config import RunConfig
+from pddkit.methods import METHODS
+from pddkit.sandbox.experiment import SandboxConfig
+
+SRC = Path(pddkit.__file__).parent
+CODE_NAMES = {m.name for m in METHODS} | {b.name for b in BENCHMARKS}  # `ref`, `wikimia`
+NO_MODEL = "/nonexistent/model/dir"  # every check here answers before a model would load
+FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
+PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(=[^`\s]+)?`")
+# RunConfig / SandboxConfig fields the command line does not set (Python only)
+PYTHON_ONLY = {"ref_backend", "api_concurrency", "heads", "train_batch"}
+# backticked code in lower layers' messages that is not a parameter of pddkit's API
+NOT_PARAMETERS = {"params",  # a key of neighbors.jsonl
+                  "clear",  # `pddkit cache clear`
+                  "sets"}  # an argument of resources.probe.probe_scores
+
+
+def _messages():
+    """(file:line, text) of every string constant below src/pddkit/ outside cli/ that is
+    not a docstring (f-strings: their constant parts)."""
+    for path in sorted(SRC.rglob("*.py")):
+        if "cli" in path.relative_to(SRC).parts:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                           ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings):
+                yield f"{path.relative_to(SRC)}:{node.lineno}", node.value
+
+
+def test_no_module_outside_cli_spells_a_flag():
+    found = [f"{where}: {text!r}" for where, text in _messages() if FLAG.search(text)]
+    assert not found, "flags belong in cli/options.py; name the parameter in backticks:\n" + \
+        "\n".join(found)
+
+
+def test_every_parameter_named_in_a_message_is_known_and_mapped():
+    python_names = {f.name for f in fields(RunConfig)} | {f.name for f in fields(SandboxConfig)}
+    unknown, unmapped = [], []
+    for where, text in _messages():
+        for m in PARAMETER.finditer(text):
+            name = m.group(1)
+            if name in options.FLAGS:
+                if m.group(2) and "`" in options.for_cli(m.group(0)):
+                    unmapped.append(f"{where}: {m.group(0)}")
+            elif name in PYTHON_ONLY:
+                continue
+            elif name in python_names:  # a parameter the CLI sets, missing from the table
+                unmapped.append(f"{where}: {m.group(0)}")
+            elif name not in NOT_PARAMETERS and name not in CODE_NAMES:
+                unknown.append(f"{where}: {m.group(0)}")
+    assert not unmapped, "options.FLAGS has no flag for:\n" + "\n".join(unmapped)
+    assert not unknown, "not a parameter of pddkit's Python API:\n" + "\n".join(unknown)
+
+
+def test_the_table_covers_every_option_the_cli_sets():
+    """Every RunConfig / SandboxConfig field has its flag, under its Python name (a click
+    option whose name differs from the field, like --no-blind, needs an entry)."""
+    for cls in (RunConfig, SandboxConfig):
+        missing = [f.name for f in fields(cls)
+                   if f.name not in options.FLAGS and f.name not in PYTHON_ONLY
+                   and not any(k.startswith(f"{f.name}=") for k in options.FLAGS)]
+        assert not missing, f"{cls.__name__} fields without a flag in options.FLAGS: {missing}"
+    assert options.FLAGS["n_bootstrap"] == "--bootstrap"
+    assert options.FLAGS["neighbors_file"] == "--neighbors"
+    # method and benchmark names in backticks are never taken for parameters
+    assert not set(options.FLAGS) & CODE_NAMES
+    assert all(flag.startswith("--") for flag in options.FLAGS.values())
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("`batch_size` must be at least 1, not 0", "--batch-size must be at least 1, not 0"),
+    ("use `on_invalid='skip'` to leave them out", "use --on-invalid skip to leave them out"),
+    ("pass `overwrite=True` to replace them", "pass --overwrite to replace them"),
+    ("with `blind=False`", "with --no-blind"),
+    ("try `dtype='float32'`", "try --dtype float32"),
+    ("pass `probe_data` or `probe_load`", "pass --probe-data or --probe-load"),
+    ("`n_bootstrap` and `neighbors_file`", "--bootstrap and --neighbors"),
+    ("`ref` needs `pip install peft`; `heads` 4", "`ref` needs `pip install peft`; `heads` 4"),
+    ("`trust_remote_code=False`", "`trust_remote_code=False`"),
+])
+def test_for_cli_turns_parameters_into_flags(message, shown):
+    assert options.for_cli(message) == shown
+
+
+def test_cli_shows_flags_and_the_python_api_parameter_names(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"text number {i} here", "label": i % 2}
+                                              for i in range(6)])
+    code, _, err = run_cli(capsys, "run", "--model", NO_MODEL, "--data", data, "--output",
+                           tmp_path / "o", "--batch-size", "0")
+    assert code == 1 and "--batch-size must be " in err and "`" not in err, err
+    with pytest.raises(pddkit.PddkitError) as e:
+        pddkit.evaluate(["a text", "another text"], [1, 0], NO_MODEL, batch_size=0)
+    assert "`batch_size` must be " in str(e.value) and "--" not in str(e.value)
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "fine", "label": 1}\nnot json\n')
+    code, _, err = run_cli(capsys, "run", "--model", NO_MODEL, "--data", bad, "--output",
+                           tmp_path / "o")
+    assert code == 1 and "(use --on-invalid skip to leave such lines out" in err, err
+    with pytest.raises(pddkit.PddkitError, match="use `on_invalid='skip'` to leave") as e:
+        load_jsonl(bad)
+    assert "--" not in str(e.value)
+
+
+def test_cli_log_lines_show_flags(tmp_path, capsys):
+    """Lower layers' warnings (here: methods `all` skips) reach the terminal with flags."""
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"text number {i} here", "label": i % 2}
+                                              for i in range(6)])
+    code, _, err = run_cli(capsys, "run", "--model", NO_MODEL, "--data", data, "--output",
+                           tmp_path / "o", "--no-blind")
+    assert code == 1 and "does not exist" in err, err
+    assert "skipping ref: it needs a reference model (--ref-model)" in err
+    assert "skipping probe: it needs a probe (--probe-data or --probe-load)" in err
+    record = logging.LogRecord("pddkit", logging.WARNING, __file__, 1,
+                               "%s: `overwrite`: removed %d files", ("x", 3), None)
+    assert _FlagFormatter("%(message)s").format(record) == "x: --overwrite: removed 3 files"
+
+
+def test_output_folder_errors_name_the_parameter_in_python(tmp_path):
+    from pddkit import output_dir
+
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "results.json").write_text(json.dumps({}))
+    with pytest.raises(pddkit.PddkitError, match=r"pass `overwrite=True` to replace them") as e:
+        output_dir.prepare(tmp_path / "o")
+    assert str(e.value).startswith("`output` ")
+    assert options.for_cli(str(e.value)).startswith("--output ")
