@@ -167,6 +167,7 @@ def _scores(n_methods, n=40, seed=0):
 def test_roc_legend_has_auc_and_sits_outside_the_axes(loglog):
     from sklearn.metrics import roc_auc_score
 
+    from pddkit.evaluation.metrics import weighted_roc
     from pddkit.reporting import plots
 
     labels, scores = _scores(12)
@@ -175,7 +176,10 @@ def test_roc_legend_has_auc_and_sits_outside_the_axes(loglog):
         ax = fig.axes[0]
         legend = ax.get_legend()
         texts = [t.get_text() for t in legend.get_texts()]
-        assert texts == [f"{k} (AUC {roc_auc_score(labels, s):.3f})" for k, s in scores.items()]
+        table = {k: float(weighted_roc(s, labels, np.ones((1, len(s))))[0][0]) for k, s in scores.items()}
+        assert texts == [f"{k} (AUC {table[k]:.3f})" for k in scores]  # as in the metrics table
+        for k, s in scores.items():
+            assert table[k] == pytest.approx(roc_auc_score(labels, s), abs=1e-12)
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         box, area = legend.get_window_extent(renderer), ax.get_window_extent(renderer)

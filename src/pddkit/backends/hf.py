@@ -1,52 +1,84 @@
 """The `hf` backend: a Hugging Face causal LM in this process (backends/hf_loading.py loads it,
-backends/stats_pass.py is its one batched statistics pass, SPEC section 2)."""
+backends/stats_pass.py is its one batched statistics pass, SPEC section 2).
+
+Loaded by name (`HFBackend.load`), the model is read from disk only when it is first
+needed: a rerun whose statistics are all in the cache never loads it. `load_key()` names
+what loading would give without loading anything (the model directory's files by size and
+mtime, the options, the library versions), so the cache can remember the fingerprint, the
+facts results.json reports and the texts' token ids under it (cache/memo.py).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
+from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
+
+logger = logging.getLogger(__name__)
+
+_LIBRARIES = ("torch", "transformers", "tokenizers")
 
 
 @register_backend("hf")
 class HFBackend:
-    """A loaded model (backends.hf_loading.LoadedModel) and its statistics pass."""
+    """A model (backends.hf_loading.LoadedModel, or a way to load one) and its statistics pass."""
 
     capabilities = Capabilities(full_distribution=True, hidden_states=True, local_model=True)
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("device", "dtype", "trust_remote_code", "local_files_only", "revision",
                "batch_size", "padding_side", "max_length")
 
-    def __init__(self, lm, *, batch_size: int = 8, padding_side: str = "right",
-                 max_length: int | None = None, spec: BackendSpec | None = None) -> None:
-        from pddkit.backends.stats_pass import StatsRunner
-
-        self.lm = lm
-        self.name = lm.name
+    def __init__(self, lm=None, *, batch_size: int | str = 8, padding_side: str = "right",
+                 max_length: int | None = None, spec: BackendSpec | None = None,
+                 name: str | None = None) -> None:
+        if batch_size != "auto" and (not isinstance(batch_size, int) or batch_size < 1):
+            raise PddkitError(f"`batch_size` must be at least 1 or 'auto', not {batch_size!r}")
+        if padding_side not in ("left", "right"):
+            raise PddkitError(f"`padding_side` must be 'left' or 'right', not {padding_side!r}")
+        if lm is None and spec is None:
+            raise ValueError("HFBackend needs a loaded model or a spec to load one from")
+        self._lm = lm
+        self.name = lm.name if lm is not None else (name or spec.model)
+        self.batch_size = batch_size
+        self.padding_side = padding_side
         self.max_length = max_length
-        self.runner = StatsRunner(lm, batch_size=batch_size, padding_side=padding_side,
-                                  max_length=max_length)
+        self._runner = None
         self._spec = spec
         self._fingerprint: str | None = None
+        self._load_key: str | None = None
 
     @classmethod
     def load(cls, name: str, *, device: str = "auto", dtype: str = "auto",
              trust_remote_code: bool = False, local_files_only: bool = False,
-             revision: str | None = None, batch_size: int = 8, padding_side: str = "right",
+             revision: str | None = None, batch_size: int | str = 8, padding_side: str = "right",
              max_length: int | None = None, role: str = "model") -> HFBackend:
-        """Load `name` (a local directory or a hub id)."""
-        from pddkit.backends.hf_loading import load_model
+        """`name` (a local directory or a hub id), loaded when first needed. A missing local
+        path, or a hub id that can be fetched neither from the local cache nor from the hub,
+        is refused now."""
+        from pddkit.backends.hf_loading import DTYPES, check_source
 
+        if dtype not in DTYPES:
+            raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
         options = {"device": device, "dtype": dtype, "trust_remote_code": trust_remote_code,
                    "local_files_only": local_files_only, "revision": revision,
                    "batch_size": batch_size, "padding_side": padding_side,
                    "max_length": max_length, "role": role}
-        lm = load_model(name, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
-                        local_files_only=local_files_only, revision=revision, role=role)
-        return cls(lm, batch_size=batch_size, padding_side=padding_side, max_length=max_length,
-                   spec=BackendSpec("hf", name, tuple(sorted(options.items()))))
+        local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
+        options["local_files_only"] = local_files_only
+        backend = cls(None, batch_size=batch_size, padding_side=padding_side,
+                      max_length=max_length, spec=BackendSpec("hf", name, tuple(sorted(options.items()))),
+                      name=name)
+        if backend.model_directory() is None:  # nothing to remember it by: load it now
+            backend.lm  # noqa: B018
+        return backend
 
     @classmethod
     def from_spec(cls, spec: BackendSpec) -> HFBackend:
@@ -56,6 +88,95 @@ class HFBackend:
     def spec(self) -> BackendSpec | None:
         """How to load this backend again elsewhere; None for a model handed over in memory."""
         return self._spec
+
+    @property
+    def loaded(self) -> bool:
+        return self._lm is not None
+
+    @property
+    def lm(self):
+        """The LoadedModel, loaded now if it was not yet."""
+        if self._lm is None:
+            from pddkit.backends.hf_loading import load_model
+
+            o = dict(self._spec.options)
+            self._lm = load_model(self._spec.model, device=o["device"], dtype=o["dtype"],
+                                  trust_remote_code=o["trust_remote_code"],
+                                  local_files_only=o["local_files_only"], revision=o["revision"],
+                                  role=o["role"])
+        return self._lm
+
+    @property
+    def runner(self):
+        """The statistics pass (backends/stats_pass.py StatsRunner) over the loaded model
+        (batch size 1 until an "auto" batch size is found)."""
+        if self._runner is None:
+            from pddkit.backends.stats_pass import StatsRunner
+
+            size = 1 if self.batch_size == "auto" else self.batch_size
+            self._runner = StatsRunner(self.lm, batch_size=size, padding_side=self.padding_side,
+                                       max_length=self.max_length)
+        return self._runner
+
+    def model_directory(self) -> Path | None:
+        """The local folder the model is read from, when that is known without loading it:
+        a local path, or its snapshot in the hub cache when loading is offline."""
+        if self._spec is None:
+            return None
+        from pddkit.backends.hf_loading import looks_local
+
+        name = self._spec.model
+        if looks_local(name):
+            d = Path(name).expanduser()
+            return d.resolve() if d.is_dir() else None
+        o = dict(self._spec.options)
+        offline = o.get("local_files_only") or os.environ.get("HF_HUB_OFFLINE", "").lower() in (
+            "1", "true", "yes", "on")
+        if not offline:
+            return None  # online, the hub may hold a newer revision: ask it by loading
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(name, "config.json", revision=o.get("revision"))
+        except Exception:  # any failure only means "load it"
+            return None
+        return Path(found).parent if isinstance(found, str) else None
+
+    def load_key(self) -> str | None:
+        """What loading would give, named without loading: the model directory's files (name,
+        size, mtime), the load options with device and dtype resolved, the library versions
+        and the statistics format. None when it cannot be named (a model in memory, a hub id
+        online)."""
+        if self._load_key is None:
+            d = self.model_directory()
+            if d is None:
+                return None
+            from importlib.metadata import PackageNotFoundError, version
+
+            from pddkit.backends.hf_loading import resolve_device_dtype
+
+            files = []
+            for p in sorted(d.iterdir()):
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                if p.is_file():
+                    files.append((p.name, st.st_size, st.st_mtime_ns))
+            o = dict(self._spec.options)
+            versions = {}
+            for lib in _LIBRARIES:
+                try:
+                    versions[lib] = version(lib)
+                except PackageNotFoundError:
+                    versions[lib] = None
+            parts = {"backend": "hf", "stats_format": STATS_FORMAT, "dir": str(d), "files": files,
+                     "device_dtype": resolve_device_dtype(o["device"], o["dtype"]),
+                     "trust_remote_code": o["trust_remote_code"], "revision": o["revision"],
+                     "versions": versions}
+            text = json.dumps(parts, sort_keys=True, default=str)
+            self._load_key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        return self._load_key
 
     def fingerprint(self) -> str:
         if self._fingerprint is None:
@@ -67,6 +188,15 @@ class HFBackend:
                                                stats_format=STATS_FORMAT)
         return self._fingerprint
 
+    def facts(self) -> dict:
+        """What results.json reports about the model (loads it)."""
+        from pddkit.resources.frequency import vocab_fingerprint
+
+        lm = self.lm
+        return {"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name) or lm.name,
+                "vocab_size": len(lm.tokenizer), "vocab_fingerprint": vocab_fingerprint(lm.tokenizer),
+                "device": lm.device, "dtype": lm.dtype, "context_length": lm.context_length}
+
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
         from pddkit.backends.stats_pass import encode
 
@@ -75,7 +205,13 @@ class HFBackend:
 
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
                       desc: str = "statistics") -> list[TokenStats]:
+        if self.batch_size == "auto" and ids:
+            from pddkit.backends.stats_pass import largest_batch
+
+            self.batch_size = self.runner.batch_size = largest_batch(
+                self.runner, max(ids, key=len), len(ids))
         return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.lm.tokenizer.decode(list(ids))
+

@@ -1,6 +1,11 @@
 """`CachingBackend`: any backend behind the statistics store (lm-evaluation-harness's
 `CachingLM`). Only id sequences no finished shard holds reach the wrapped backend.
 
+A backend that can name what loading it would give (`load_key()`, the hf backend loaded
+by name) also has its fingerprint, its facts and the texts' token ids remembered in the
+cache's memo (cache/memo.py): a rerun whose statistics are all stored loads neither the
+model nor its tokenizer.
+
 Misses are computed in chunks of `chunk` texts, longest first (the order the hf
 backend's own pass uses), and the store flushes only between chunks, so every shard holds
 whole chunks. A run killed and started again with the same texts therefore recomputes the
@@ -13,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from pddkit.backends.base import Backend, Capabilities, Encoded
+from pddkit.cache.memo import Memo, text_digest
 from pddkit.cache.store import StatsStore, text_key
 from pddkit.stats import TokenStats
 
@@ -20,12 +26,9 @@ logger = logging.getLogger(__name__)
 
 
 def _batch_size(backend) -> int:
-    """The wrapped backend's batch size when it has one (hf: its StatsRunner's), else 1."""
-    for owner in (backend, getattr(backend, "runner", None)):
-        size = getattr(owner, "batch_size", None)
-        if isinstance(size, int) and size > 0:
-            return size
-    return 1
+    """The wrapped backend's batch size when it has one (hf: its pass's), else 1."""
+    size = getattr(backend, "batch_size", None)
+    return size if isinstance(size, int) and size > 0 else 1
 
 
 class CachingBackend:
@@ -43,7 +46,9 @@ class CachingBackend:
         self.hits: dict[str, int] = {}
         self.misses: dict[str, int] = {}
         self.calls = 0  # calls of the wrapped backend's stats_for_ids
+        self.memo = Memo(store.path)
         self._fingerprint: str | None = None
+        self._facts: dict | None = None
 
     @property
     def name(self) -> str:
@@ -57,16 +62,72 @@ class CachingBackend:
     def kind(self) -> str:
         return getattr(self.backend, "kind", "?")
 
+    def _load_key(self) -> str | None:
+        key = getattr(self.backend, "load_key", None)
+        return key() if key is not None else None
+
+    def _encoding_key(self) -> str | None:
+        """The memo key of encodings: the load key and the truncation."""
+        key = self._load_key()
+        if key is None:
+            return None
+        limit = getattr(self.backend, "max_length", None)
+        return text_key(key, [-1 if limit is None else limit])
+
+    def _remembered(self) -> dict | None:
+        """The memo's facts of this backend (fingerprint included), computed and stored
+        once per load key; None for a backend without one."""
+        if self._facts is None:
+            key = self._load_key()
+            if key is None:
+                return None
+            facts = self.memo.get_facts(key)
+            if not facts or "fingerprint" not in facts:
+                facts = {"fingerprint": self.backend.fingerprint(), **self.backend.facts()}
+                self.memo.put_facts(key, facts)
+            self._facts = facts
+        return self._facts
+
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = self.backend.fingerprint()
+            facts = self._remembered()
+            self._fingerprint = facts["fingerprint"] if facts else self.backend.fingerprint()
         return self._fingerprint
 
+    def facts(self) -> dict | None:
+        """What results.json reports about the model, or None when the backend tells nothing."""
+        facts = self._remembered()
+        if facts is not None:
+            return {k: v for k, v in facts.items() if k != "fingerprint"}
+        own = getattr(self.backend, "facts", None)
+        return own() if own is not None else None
+
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
-        return self.backend.encode(texts, names, what=what)
+        """Token ids of `texts`: remembered ones from the memo, the others from the backend."""
+        key = self._encoding_key()
+        if key is None:
+            return self.backend.encode(texts, names, what=what)
+        known = self.memo.encodings(key)
+        digests = [text_digest(t) for t in texts]
+        todo = [i for i, d in enumerate(digests) if d not in known]
+        if todo:
+            enc = self.backend.encode([texts[i] for i in todo], [names[i] for i in todo], what=what)
+            spans = [self.backend.decode(s) if t else "" for s, t in zip(enc.ids, enc.truncated)]
+            self.memo.put_encodings(key, [texts[i] for i in todo], enc.ids, enc.truncated, spans)
+        found = [known[d] for d in digests]
+        ids = [s.tolist() for s, _ in found]
+        truncated = [t for _, t in found]
+        fresh = set(todo)  # the backend has logged their truncation itself
+        cut = sum(t for i, t in enumerate(truncated) if i not in fresh)
+        if cut:
+            logger.warning("%s: %d of %d texts were longer than the context and were truncated "
+                           "(%s)", what, cut, len(texts), self.name)
+        return Encoded(ids=ids, truncated=truncated)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.backend.decode(ids)
+        key = self._encoding_key()
+        span = self.memo.span(key, ids) if key is not None else None
+        return span if span is not None else self.backend.decode(ids)
 
     def counts(self) -> dict[str, tuple[int, int]]:
         """desc -> (hits, misses) of every pass so far."""

@@ -371,9 +371,17 @@ def clear_directory(path: Path) -> int:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise PddkitError(f"{path} is not a pddkit statistics cache ({MANIFEST} is not ours)")
         ours.append(manifest)
+    memo = path / "memo"  # cache/memo.py: fingerprints, encodings, blind-baseline scores
+    owned = manifest.exists() and memo.is_dir()  # a memo/ beside our manifest only
+    memo_files = [p for p in memo.rglob("*") if p.is_file()] if owned else []
+    ours += memo_files
     try:
         for p in ours:
             p.unlink(missing_ok=True)
+        if owned:
+            for d in sorted((p for p in memo.rglob("*") if p.is_dir()), reverse=True):
+                d.rmdir()
+            memo.rmdir()
         if not any(path.iterdir()):
             path.rmdir()
     except OSError as e:

@@ -51,6 +51,18 @@ class Metrics:
         return d
 
 
+def roc_points(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(fpr, tpr) at (0, 0) and at each distinct score from the highest down: sklearn's
+    roc_curve(labels, scores, drop_intermediate=False) without its thresholds (and without
+    importing sklearn); the trapezoid area under them is the AUC with ties counted one half."""
+    order = np.argsort(-scores, kind="mergesort")
+    s, y = scores[order], np.asarray(labels)[order].astype(float)  # [n] each
+    last = np.r_[np.flatnonzero(np.diff(s)), s.size - 1]  # last index of each distinct score
+    tps = np.r_[0.0, np.cumsum(y)[last]]
+    fps = np.r_[0.0, 1.0 + last - tps[1:]]
+    return fps / max(fps[-1], 1.0), tps / max(tps[-1], 1.0)
+
+
 def weighted_roc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray,
                  fpr_targets=FPR_TARGETS) -> tuple[np.ndarray, np.ndarray]:
     """AUC [B] and TPR at each FPR bound [B, len(fpr_targets)] for B weightings [B, n].

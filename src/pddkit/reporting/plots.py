@@ -17,9 +17,11 @@ def _plt():
     return plt
 
 
-def _png(fig) -> bytes:
+def _png(fig, tight: bool = True) -> bytes:
+    """PNG bytes of `fig`, closed; `tight` crops to what is drawn (a second draw: figures
+    laid out by tight_layout() do without)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight" if tight else None)
     _plt().close(fig)
     return buf.getvalue()
 
@@ -47,14 +49,15 @@ def method_styles(names) -> dict[str, dict]:
 def roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool):
     """The ROC figure (open; roc_png renders and closes it): legend with each AUC,
     outside the axes on the right."""
-    from sklearn.metrics import roc_auc_score, roc_curve
+    from pddkit.evaluation.metrics import roc_points, weighted_roc
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.6, 5))
     styles = method_styles(scores)
     for name, s in scores.items():
-        fpr, tpr, _ = roc_curve(labels, s, drop_intermediate=False)
-        auc = roc_auc_score(labels, s)
+        fpr, tpr = roc_points(np.asarray(s, dtype=float), np.asarray(labels))
+        auc = float(weighted_roc(np.asarray(s, dtype=float), np.asarray(labels),
+                                 np.ones((1, len(s))))[0][0])  # the metrics table's AUC
         ax.plot(fpr, tpr, label=f"{name} (AUC {auc:.3f})", linewidth=1.6, **styles[name])
     n_neg = int((labels == 0).sum())
     chance = {"color": "#999999", "linewidth": 0.6, "linestyle": ":"}
@@ -98,8 +101,9 @@ def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
         if hi - lo <= pad:  # (nearly) constant scores: one visible bar, not an error
             lo, hi = lo - pad, hi + pad
         bins = np.linspace(lo, hi, 31)
-        ax.hist(s[labels == 1], bins=bins, alpha=0.55, label="members", color="#D55E00")
-        ax.hist(s[labels == 0], bins=bins, alpha=0.55, label="non-members", color="#0072B2")
+        for cls, what, colour in ((1, "members", "#D55E00"), (0, "non-members", "#0072B2")):
+            counts, _ = np.histogram(s[labels == cls], bins=bins)  # one artist, not 30 bars
+            ax.stairs(counts, bins, fill=True, alpha=0.55, label=what, color=colour)
         ax.set_title(name, fontsize=10)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
@@ -107,7 +111,7 @@ def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
     axes[0, 0].legend(fontsize=7)
     fig.suptitle("scores: members vs non-members (higher = member)", fontsize=10)
     fig.tight_layout()
-    return _png(fig)
+    return _png(fig, tight=False)
 
 
 def lines_png(x_label: str, x_values: list, series: dict[str, list[float]], title: str) -> bytes:

@@ -1,0 +1,164 @@
+"""The cache's memo (cache/memo.py): a rerun whose statistics are all cached loads neither
+the model nor its tokenizer and fits no blind baseline, and gives the same results; any
+change to the model's files, the truncation or the texts is noticed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from pddkit.cache import cache_clear
+from pddkit.cache.memo import Memo, result_key
+from pddkit.data.samples import Dataset, Sample
+from pddkit.engine.config import RunConfig
+from pddkit.engine.run import run_dataset
+
+METHODS = "loss,zlib,mink,minkpp,surp"
+
+
+@pytest.fixture()
+def model_dir(tmp_path):
+    """A tiny GPT-2 of our own in a folder the test may touch."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from pddkit.sandbox.training import train_bpe_tokenizer
+
+    tok = train_bpe_tokenizer(["the quick brown fox jumps over the lazy dog. " * 4,
+                               "a stitch in time saves nine, said the old tailor."], 300)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
+                                       n_positions=64, bos_token_id=0, eos_token_id=0))
+    d = tmp_path / "model"
+    model.save_pretrained(d)
+    tok.save_pretrained(d)
+    return d
+
+
+def dataset() -> Dataset:
+    texts = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine",
+             "the old tailor said nothing at all", "nine foxes jump over a lazy tailor",
+             "time saves the quick", "brown dogs are lazy in the time of the old"] * 2
+    texts = [f"{t} {i}" for i, t in enumerate(texts)]
+    return Dataset("memo-test", tuple(Sample(f"t{i}", t, i % 2) for i, t in enumerate(texts)))
+
+
+def config(model_dir, cache, **extra) -> RunConfig:
+    return RunConfig(model=str(model_dir), methods=METHODS, device="cpu", dtype="float32",
+                     cache=str(cache), n_bootstrap=50, batch_size=4, **extra)
+
+
+def forbid_loading(monkeypatch):
+    """Any model, tokenizer or blind-baseline fit from here on fails the test."""
+    import pddkit.backends.hf_loading as loading
+    from pddkit.evaluation.blind import BlindBaseline
+
+    def refuse(*a, **k):
+        raise AssertionError("loaded or fitted on a fully cached rerun")
+
+    monkeypatch.setattr(loading, "load_model", refuse)
+    monkeypatch.setattr(loading, "load_tokenizer", refuse)
+    monkeypatch.setattr(BlindBaseline, "cross_val_scores", refuse)
+
+
+def test_a_cached_rerun_loads_nothing_and_equals_the_first_run(model_dir, tmp_path, monkeypatch):
+    first = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    forbid_loading(monkeypatch)
+    again = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    for a, b in zip(first.methods, again.methods):
+        assert a.label == b.label
+        np.testing.assert_array_equal(a.scores, b.scores)  # bit for bit, the blind one too
+    assert again.models["target"] == first.models["target"]
+    assert again.models["target"]["vocab_size"] > 0 and again.models["target"]["dtype"] == "float32"
+    assert again.counts["cache"]["target pass"] == {"hits": 12, "misses": 0}
+
+
+def test_other_methods_on_the_same_texts_load_nothing(model_dir, tmp_path, monkeypatch):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    forbid_loading(monkeypatch)
+    res = run_dataset(dataset(), RunConfig(model=str(model_dir), methods="mink:k=0.5,surp:k=30",
+                                           device="cpu", dtype="float32",
+                                           cache=str(tmp_path / "cache"), n_bootstrap=50,
+                                           batch_size=4))
+    assert [m.label for m in res.methods][:2] == ["mink", "surp"]
+
+
+def test_changed_model_files_are_loaded_again(model_dir, tmp_path, monkeypatch):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    cfg = json.loads((model_dir / "config.json").read_text())
+    cfg["layer_norm_epsilon"] = 1e-3  # another model: other statistics
+    (model_dir / "config.json").write_text(json.dumps(cfg))
+    res = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    assert res.counts["cache"]["target pass"] == {"hits": 0, "misses": 12}
+
+
+def test_touching_a_file_only_costs_a_load_not_the_statistics(model_dir, tmp_path):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    st = (model_dir / "config.json").stat()
+    os.utime(model_dir / "config.json", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    res = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))  # loads, same fingerprint
+    assert res.counts["cache"]["target pass"] == {"hits": 12, "misses": 0}
+    assert len(list((tmp_path / "cache" / "memo" / "facts").iterdir())) == 2
+
+
+def test_a_copied_model_folder_shares_the_statistics(model_dir, tmp_path):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    copy = shutil.copytree(model_dir, tmp_path / "copy")
+    res = run_dataset(dataset(), config(copy, tmp_path / "cache"))
+    assert res.counts["cache"]["target pass"] == {"hits": 12, "misses": 0}
+
+
+def test_encodings_are_remembered_per_truncation(model_dir, tmp_path, monkeypatch):
+    full = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    cut = run_dataset(dataset(), config(model_dir, tmp_path / "cache", max_length=4))
+    assert cut.counts["truncated"]["target"] == 12 and full.counts["truncated"]["target"] == 0
+    assert cut.counts["cache"]["target pass"]["misses"] == 12
+    forbid_loading(monkeypatch)
+    again = run_dataset(dataset(), config(model_dir, tmp_path / "cache", max_length=4))
+    assert again.counts["truncated"]["target"] == 12
+    np.testing.assert_array_equal(again.methods[0].scores, cut.methods[0].scores)
+
+
+def test_new_texts_are_encoded_and_scored_old_ones_read(model_dir, tmp_path):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    more = Dataset("more", (*dataset().samples, Sample("x0", "an entirely new text here", 1),
+                            Sample("x1", "and another one", 0)))
+    res = run_dataset(more, config(model_dir, tmp_path / "cache"))
+    assert res.counts["cache"]["target pass"] == {"hits": 12, "misses": 2}
+
+
+def test_the_blind_memo_follows_the_labels(model_dir, tmp_path):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    flipped = Dataset("flipped", tuple(Sample(s.id, s.text, 1 - s.label) for s in dataset().samples))
+    res = run_dataset(flipped, config(model_dir, tmp_path / "cache"))
+    assert len(list((tmp_path / "cache" / "memo" / "blind").iterdir())) == 2
+    assert res.methods[-1].label == "blind"
+
+
+def test_clear_removes_the_memo(model_dir, tmp_path):
+    run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    assert (tmp_path / "cache" / "memo").is_dir()
+    assert cache_clear(tmp_path / "cache") > 3
+    assert not (tmp_path / "cache").exists()
+
+
+def test_memo_files_that_cannot_be_read_are_ignored(tmp_path):
+    memo = Memo(tmp_path)
+    memo.put_facts("k", {"fingerprint": "f"})
+    assert memo.get_facts("k") == {"fingerprint": "f"}
+    (tmp_path / "memo" / "facts" / "k.json").write_text("{not json")
+    assert memo.get_facts("k") is None
+    memo.put_result("blind", "r", {"scores": np.arange(3.0)}, {"folds": 5})
+    arrays, meta = memo.get_result("blind", "r")
+    assert arrays["scores"].tolist() == [0.0, 1.0, 2.0] and meta == {"folds": 5}
+    (tmp_path / "memo" / "blind" / "r.npz").write_bytes(b"garbage")
+    assert memo.get_result("blind", "r") is None
+    memo.put_encodings("e", ["a", "b"], [[1, 2], [3]], [False, True])
+    (tmp_path / "memo" / "encodings" / "e-broken.npz").write_bytes(b"garbage")
+    known = Memo(tmp_path).encodings("e")
+    assert len(known) == 2
+    assert result_key("blind", 1, {"a": 1}) != result_key("blind", 2, {"a": 1})
