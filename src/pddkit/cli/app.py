@@ -5,6 +5,7 @@ Python spells them (`batch_size`); here they are shown with the flags (options.f
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import click
@@ -31,14 +32,17 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    try:
+    # transformers reads these when it is imported (importing it here would cost a cached
+    # rerun, which never needs it, a second); if it already is, tell it directly
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if not progress.enabled():
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
         if not progress.enabled():
             hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover
-        pass
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
