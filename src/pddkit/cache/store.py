@@ -74,6 +74,17 @@ class CacheInfo:
         return out
 
 
+def _our_manifest(path: Path) -> dict:
+    """The cache directory's manifest; a foreign or unreadable one is refused."""
+    try:
+        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PddkitError(f"{path} is not a pddkit statistics cache ({MANIFEST} is not ours)")
+    return data
+
+
 def check_directory(path: Path, *, create: bool) -> None:
     """Refuse a file, a foreign or other-version cache, a missing or unwritable folder."""
     if path.exists() and not path.is_dir():
@@ -87,12 +98,7 @@ def check_directory(path: Path, *, create: bool) -> None:
             raise PddkitError(f"cannot create cache directory {path}: {e.strerror or e}") from None
     manifest = path / MANIFEST
     if manifest.exists():
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise PddkitError(f"{path} is not a pddkit statistics cache ({MANIFEST} is not ours)")
+        data = _our_manifest(path)
         if data.get("version") != VERSION:
             raise PddkitError(
                 f"cache directory {path} was written by statistics-cache version "
@@ -364,12 +370,7 @@ def clear_directory(path: Path) -> int:
     if not ours and not manifest.exists():
         return 0
     if manifest.exists():
-        try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            data = None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise PddkitError(f"{path} is not a pddkit statistics cache ({MANIFEST} is not ours)")
+        _our_manifest(path)
         ours.append(manifest)
     memo = path / "memo"  # cache/memo.py: fingerprints, encodings, blind-baseline scores
     owned = manifest.exists() and memo.is_dir()  # a memo/ beside our manifest only

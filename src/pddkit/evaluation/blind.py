@@ -92,6 +92,14 @@ class _Features:
         self.max_features = max_features
 
 
+def _liblinear_scores(X, y, Xt, C: float) -> np.ndarray:
+    """Decision values on Xt of a logistic regression (liblinear, dual) fitted on (X, y)."""
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=5000,
+                              random_state=0).fit(X, y).decision_function(Xt)
+
+
 class _TfidfLR:
     name, param = "tfidf", "C"
 
@@ -105,10 +113,7 @@ class _TfidfLR:
                                            b.transform(self.f.char35[rows])]).tocsr()
 
     def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
-        from sklearn.linear_model import LogisticRegression
-
-        return LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=5000,
-                                  random_state=0).fit(X, y).decision_function(Xt)
+        return _liblinear_scores(X, y, Xt, C)
 
 
 class _BowNB:
@@ -139,10 +144,7 @@ class _DatesLR:
         return lambda rows: self.f.dates[rows]
 
     def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
-        from sklearn.linear_model import LogisticRegression
-
-        return LogisticRegression(C=C, solver="liblinear", dual=True, max_iter=5000,
-                                  random_state=0).fit(X, y).decision_function(Xt)
+        return _liblinear_scores(X, y, Xt, C)
 
 
 class _StyleLR:
