@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,8 +20,6 @@ from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
-
-logger = logging.getLogger(__name__)
 
 _LIBRARIES = ("torch", "transformers", "tokenizers")
 
@@ -88,10 +85,6 @@ class HFBackend:
     def spec(self) -> BackendSpec | None:
         """How to load this backend again elsewhere; None for a model handed over in memory."""
         return self._spec
-
-    @property
-    def loaded(self) -> bool:
-        return self._lm is not None
 
     @property
     def lm(self):
