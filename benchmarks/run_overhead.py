@@ -11,7 +11,10 @@ timed from start to exit (Python start-up, imports and model loading included):
   cached  : the same with --cache DIR (first run: the weights are hashed, shards written)
   rerun   : the cached command again into a new folder: every statistic from the cache
 
-    python benchmarks/run_overhead.py [--texts 96] [--threads 2]
+Shared cloud cores are noisy (+-15% between two runs of one command), so bare and run
+alternate --repeats times and the median of the per-pair ratios is reported beside each.
+
+    python benchmarks/run_overhead.py [--texts 96] [--threads 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,7 +88,9 @@ def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
 
 def timed(cmd: list[str], env: dict) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - t0
 
 
@@ -91,28 +98,41 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--texts", type=int, default=96)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_dir, data, freq = setup(root, args.texts)
-        bare = timed([sys.executable, "-c", BARE, str(model_dir), str(data), str(args.threads)], env)
         run = [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir), "--data", str(data),
                "--freq", str(freq), "--methods", METHODS6, "--device", "cpu"]
-        plain = timed([*run, "--output", str(root / "plain")], env)
+        pairs = []
+        for i in range(args.repeats):  # alternating, so that both see the same noise
+            bare = timed([sys.executable, "-c", BARE, str(model_dir), str(data),
+                          str(args.threads)], env)
+            pairs.append((bare, timed([*run, "--output", str(root / f"plain{i}")], env)))
+        bare, plain = (statistics.median(x) for x in zip(*pairs))
+        ratio = statistics.median(p / b for b, p in pairs)
         run += ["--cache", str(root / "cache")]
-        first = timed([*run, "--output", str(root / "first")], env)
-        again = timed([*run, "--output", str(root / "again")], env)
-        t0 = json.loads((root / "plain" / "results.json").read_text())["timings_s"]
-        t1 = json.loads((root / "first" / "results.json").read_text())["timings_s"]
-        t2 = json.loads((root / "again" / "results.json").read_text())
+        reruns = []
+        for i in range(args.repeats):
+            shutil.rmtree(root / "cache", ignore_errors=True)
+            first = timed([*run, "--output", str(root / f"first{i}")], env)
+            reruns.append((first, timed([*run, "--output", str(root / f"again{i}")], env)))
+        first, again = (statistics.median(x) for x in zip(*reruns))
+        rerun_ratio = statistics.median(a / f for f, a in reruns)
+        t0 = json.loads((root / "plain0" / "results.json").read_text())["timings_s"]
+        t1 = json.loads((root / "first0" / "results.json").read_text())["timings_s"]
+        t2 = json.loads((root / "again0" / "results.json").read_text())
     print(f"{args.texts} texts, GPT-2-small shape (random weights), {args.threads} threads, "
-          "whole processes")
-    print(f"{'variant':34s} {'seconds':>8s}  ratio")
+          f"whole processes; medians of {args.repeats} alternating runs")
+    print(f"{'variant':34s} {'seconds':>8s}  ratio (median of pairs)")
     print(f"{'bare forward (load + logits)':34s} {bare:8.1f}  1.00")
-    print(f"{'pddkit run, six methods':34s} {plain:8.1f}  {plain / bare:.2f} x bare")
+    print(f"{'pddkit run, six methods':34s} {plain:8.1f}  {ratio:.3f} x bare")
     print(f"{'pddkit run --cache, first run':34s} {first:8.1f}  {first / bare:.2f} x bare")
-    print(f"{'pddkit run --cache again':34s} {again:8.1f}  {again / first:.3f} x first run")
+    print(f"{'pddkit run --cache again':34s} {again:8.1f}  {rerun_ratio:.3f} x first run")
+    print("pairs (bare, run): " + ", ".join(f"({b:.1f}, {p:.1f})" for b, p in pairs))
+    print("pairs (first, rerun): " + ", ".join(f"({f:.1f}, {a:.1f})" for f, a in reruns))
     print("run, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t0.items()))
     print("first cached run, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t1.items()))
     print("rerun, seconds per stage: " + ", ".join(f"{k} {v:.1f}" for k, v in t2["timings_s"].items()))

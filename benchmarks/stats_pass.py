@@ -1,8 +1,11 @@
 """Throughput of the statistics pass against a bare forward and the one-pass-per-method way.
 
-GPT-2-small shape (12 layers, 768 wide, 50,257-token vocabulary), random weights, texts
-of 112-144 tokens (mean ~128). Each variant runs in a fresh subprocess so that its peak
-resident memory (ru_maxrss, model weights included) is its own.
+Random-init models of real shapes (--shape): gpt2-small (12 layers, 768 wide, 50,257-token
+vocabulary; the default, CPU-sized), pythia-1.4b (24 x 2048, 50,304) and llama-7b
+(32 x 4096, 32,000), in --dtype (bf16 for the GPU shapes), statistics always in float32.
+Texts of --min-tokens..--max-tokens random tokens (default 112-144, mean ~128). Each variant
+runs in a fresh subprocess so that its peak memory is its own: resident memory (ru_maxrss,
+weights included) on CPU, torch.cuda.max_memory_allocated on a GPU.
 
   bare   : model(input_ids, attention_mask).logits over the same length-sorted batches
   stats  : pddkit's StatsRunner (L, H, M2 per token; serves loss, zlib, mink, minkpp, surp, dcpdd)
@@ -10,6 +13,8 @@ resident memory (ru_maxrss, model weights included) is its own.
            (six methods), the full [T, V] log-softmax kept per text
 
     python benchmarks/stats_pass.py [--texts 256] [--naive-texts 32] [--batch-size 32]
+    python benchmarks/stats_pass.py --device cuda --shape llama-7b --dtype bfloat16 \
+        --texts 1024 --batch-size 32 --min-tokens 480 --max-tokens 544 --naive-texts 16
 
 The naive variant runs on the first --naive-texts texts and is reported per text
 (it is linear in the number of texts: one model call per text and method).
@@ -27,30 +32,64 @@ import time
 METHODS6 = ("loss", "zlib", "mink", "minkpp", "surp", "dcpdd")
 
 
-def make_model(seed: int = 0):
+SHAPES = {  # name -> (config class, config keyword arguments); vocabulary as released
+    "gpt2-small": ("GPT2Config", {}),
+    "pythia-1.4b": ("GPTNeoXConfig", dict(hidden_size=2048, num_hidden_layers=24,
+                                          num_attention_heads=16, intermediate_size=8192,
+                                          vocab_size=50304, rotary_pct=0.25,
+                                          max_position_embeddings=2048)),
+    "llama-7b": ("LlamaConfig", dict(hidden_size=4096, num_hidden_layers=32,
+                                     num_attention_heads=32, intermediate_size=11008,
+                                     vocab_size=32000, max_position_embeddings=4096)),
+}
+
+
+def make_model(shape: str, device: str, dtype: str, seed: int = 0):
+    """Random weights of the named shape, built directly on `device` in `dtype`."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    import transformers
 
+    cls, kwargs = SHAPES[shape]
+    config = getattr(transformers, cls)(**kwargs)
     torch.manual_seed(seed)
-    return GPT2LMHeadModel(GPT2Config()).eval()  # defaults = GPT-2 small
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with torch.device(device):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+    finally:
+        torch.set_default_dtype(old)
+    return model.eval(), config.vocab_size
 
 
-def make_ids(n: int, seed: int = 0) -> list[list[int]]:
+def make_ids(n: int, vocab: int, lo: int, hi: int, seed: int = 0) -> list[list[int]]:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return [rng.integers(0, 50256, int(rng.integers(112, 145))).tolist() for _ in range(n)]
+    return [rng.integers(0, vocab - 1, int(rng.integers(lo, hi + 1))).tolist() for _ in range(n)]
 
 
-def run_variant(mode: str, n_texts: int, batch_size: int, threads: int) -> dict:
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def run_variant(mode: str, n_texts: int, batch_size: int, threads: int, shape: str = "gpt2-small",
+                device: str = "cpu", dtype: str = "float32", min_tokens: int = 112,
+                max_tokens: int = 144) -> dict:
     import numpy as np
     import torch
 
     torch.set_num_threads(threads)
-    model = make_model()
-    ids = make_ids(n_texts)
-    start = 50256
+    model, vocab = make_model(shape, device, dtype)
+    ids = make_ids(n_texts, vocab, min_tokens, max_tokens)
+    start = vocab - 1
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     if mode == "stats":
         from pddkit.backends.hf_loading import LoadedModel
         from pddkit.backends.stats_pass import StatsRunner
@@ -58,14 +97,17 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int) -> dict:
         class Tok:  # the runner only needs the start token here (ids are given)
             bos_token_id = eos_token_id = start
 
-        runner = StatsRunner(LoadedModel(model, Tok(), "gpt2-small-random", "cpu", "float32"),
+        runner = StatsRunner(LoadedModel(model, Tok(), f"{shape}-random", device, dtype),
                              batch_size=batch_size)
         runner._checked = True  # the one-off head check is not part of the steady state
+        _sync(device)
         t0 = time.perf_counter()
         runner.run_ids(ids)
+        _sync(device)
         seconds = time.perf_counter() - t0
     elif mode == "bare":
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+        _sync(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
             for b in range(0, len(order), batch_size):
@@ -76,23 +118,26 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int) -> dict:
                 for r, s in enumerate(batch):
                     x[r, :len(s) + 1] = torch.tensor([start, *s])
                     m[r, :len(s) + 1] = 1
-                model(input_ids=x, attention_mask=m, use_cache=False).logits  # noqa: B018
+                _ = model(input_ids=x.to(device), attention_mask=m.to(device),
+                          use_cache=False).logits
+        _sync(device)
         seconds = time.perf_counter() - t0
     elif mode == "naive":
         import zlib
 
-        log_f = np.log(np.full(50257, 1 / 50257))
+        log_f = np.log(np.full(vocab, 1 / vocab))
+        _sync(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
             for s in ids:
                 for method in METHODS6:  # one model call per method, as in existing tools
-                    x = torch.tensor([[start, *s]])
+                    x = torch.tensor([[start, *s]], device=device)
                     logp = torch.log_softmax(model(input_ids=x).logits[0, :-1].float(), -1)  # [T, V]
-                    L = logp[torch.arange(len(s)), torch.tensor(s)].numpy()
+                    L = logp[torch.arange(len(s)), torch.tensor(s)].cpu().numpy()
                     if method in ("minkpp", "surp"):
                         p = logp.exp()
-                        H = -(p * logp).sum(-1).numpy()
-                        var = ((p * logp * logp).sum(-1) - torch.tensor(H) ** 2).numpy()
+                        H = -(p * logp).sum(-1).cpu().numpy()
+                        var = ((p * logp * logp).sum(-1).cpu() - torch.tensor(H) ** 2).numpy()
                         _ = (L + H) / np.sqrt(np.maximum(var, 1e-12))
                     elif method == "zlib":
                         _ = L.mean() / len(zlib.compress(bytes(str(s), "utf-8")))
@@ -100,13 +145,19 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int) -> dict:
                         _ = np.minimum(-np.exp(L) * log_f[s], 0.01).mean()
                     else:
                         _ = np.sort(L)[: max(1, len(L) // 5)].mean()
+        _sync(device)
         seconds = time.perf_counter() - t0
     else:
         raise SystemExit(f"unknown mode {mode}")
     tokens = sum(len(s) for s in ids)
-    return {"mode": mode, "texts": n_texts, "tokens": tokens, "seconds": seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "rss_before_pass_mb": rss0 / 1024, "threads": threads, "batch_size": batch_size}
+    out = {"mode": mode, "texts": n_texts, "tokens": tokens, "seconds": seconds,
+           "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+           "rss_before_pass_mb": rss0 / 1024, "threads": threads, "batch_size": batch_size,
+           "shape": shape, "device": device, "dtype": dtype}
+    if cuda:
+        out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        out["gpu"] = torch.cuda.get_device_name()
+    return out
 
 
 def main() -> None:
@@ -116,18 +167,26 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="runs of bare and stats, best kept")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2-small")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    ap.add_argument("--dtype", default="float32", help="float32, bfloat16, float16")
+    ap.add_argument("--min-tokens", type=int, default=112)
+    ap.add_argument("--max-tokens", type=int, default=144)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--json", help="also write the figures to this file")
     a = ap.parse_args()
     if a.mode:
         n = a.naive_texts if a.mode == "naive" else a.texts
-        print(json.dumps(run_variant(a.mode, n, a.batch_size, a.threads)))
+        print(json.dumps(run_variant(a.mode, n, a.batch_size, a.threads, a.shape, a.device,
+                                     a.dtype, a.min_tokens, a.max_tokens)))
         return
 
     def child(mode: str) -> dict:
         out = subprocess.run([sys.executable, __file__, "--mode", mode, "--texts", str(a.texts),
                               "--naive-texts", str(a.naive_texts), "--batch-size",
-                              str(a.batch_size), "--threads", str(a.threads)],
+                              str(a.batch_size), "--threads", str(a.threads), "--shape", a.shape,
+                              "--device", a.device, "--dtype", a.dtype, "--min-tokens",
+                              str(a.min_tokens), "--max-tokens", str(a.max_tokens)],
                              capture_output=True, text=True, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -145,14 +204,17 @@ def main() -> None:
         "speedup_over_naive": per_text["naive"] / per_text["stats"],
         "runs": runs,
     }
-    print(f"GPT-2-small shape, random weights, {a.texts} texts, {bare['tokens']} tokens, "
-          f"batch {a.batch_size}, {a.threads} threads")
+    where = bare.get("gpu", f"cpu, {a.threads} threads")
+    mem = "peak_gpu_mb" if "peak_gpu_mb" in bare else "peak_rss_mb"
+    what = "peak GPU mem" if mem == "peak_gpu_mb" else "peak RSS"
+    print(f"{a.shape} shape, random weights, {a.dtype}, {where}: {a.texts} texts, "
+          f"{bare['tokens']} tokens, batch {a.batch_size}")
     print(f"bare forward (logits only): {bare['seconds']:8.1f} s  "
-          f"{bare['tokens'] / bare['seconds']:7.0f} tok/s  peak RSS {bare['peak_rss_mb']:6.0f} MB")
+          f"{bare['tokens'] / bare['seconds']:7.0f} tok/s  {what} {bare[mem]:6.0f} MB")
     print(f"statistics pass (L,H,M2):   {stats['seconds']:8.1f} s  "
-          f"{stats['tokens'] / stats['seconds']:7.0f} tok/s  peak RSS {stats['peak_rss_mb']:6.0f} MB")
+          f"{stats['tokens'] / stats['seconds']:7.0f} tok/s  {what} {stats[mem]:6.0f} MB")
     print(f"naive, 6 methods ({naive['texts']} texts): {naive['seconds']:8.1f} s  "
-          f"{per_text['naive']:.3f} s/text  peak RSS {naive['peak_rss_mb']:6.0f} MB")
+          f"{per_text['naive']:.3f} s/text  {what} {naive[mem]:6.0f} MB")
     print(f"statistics / bare: {summary['stats_over_bare']:.3f}   "
           f"speed-up over naive (per text): {summary['speedup_over_naive']:.1f}x")
     if a.json:

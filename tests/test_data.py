@@ -33,7 +33,7 @@ BAD = [
     (row(txt="x", label=1), "line 2 has no 'text' (or 'input') field"),
     (row(text="   \n ", label=1), "line 2 has an empty or whitespace-only text"),
     (row(text="ok", label=2), "line 2 has label 2"),
-    (row(text="ok", label="1"), "line 2 has label '1'"),
+    (row(text="ok", label="maybe"), "line 2 has label 'maybe'"),
     (row(text=5, label=1), "line 2 has a 'text' field that is a int"),
     ("[1, 2]", "line 2 is a JSON list"),
 ]

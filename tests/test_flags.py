@@ -26,7 +26,7 @@ NO_MODEL = "/nonexistent/model/dir"  # every check here answers before a model w
 FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(=[^`\s]+)?`")
 # RunConfig / SandboxConfig fields the command line does not set (Python only)
-PYTHON_ONLY = {"ref_backend", "api_concurrency", "heads", "train_batch"}
+PYTHON_ONLY = {"ref_backend", "heads", "train_batch"}
 # backticked code in lower layers' messages that is not a parameter of pddkit's API
 NOT_PARAMETERS = {"params",  # a key of neighbors.jsonl
                   "clear",  # `pddkit cache clear`

@@ -225,8 +225,30 @@ def test_pddkit_run_through_the_api_equals_the_hf_backend(server, model, tok, te
         np.testing.assert_allclose(a[k], h[k], rtol=1e-4, atol=1e-5)
     res = json.loads((tmp_path / "api" / "results.json").read_text())
     assert res["models"]["target"]["backend"] == "openai" and KEY not in json.dumps(res)
+    # saved notices speak the command line's language, as its log lines do
+    ref = next(n for n in res["notices"] if n.startswith("skipping ref"))
+    assert "--ref-model" in ref and "`ref_model`" not in ref, res["notices"]
     sent = len(server.behaviour.requests)
     assert sent == 2 * len(texts)  # target and lowercase passes
     code, _, err = run_cli(capsys, *api_run, "--methods", "loss,mink:k=0.5", "--output", tmp_path / "again")
     assert code == 0, err
     assert len(server.behaviour.requests) == sent  # all from the cache
+
+
+def test_api_timeout_and_retries_reach_the_backend_from_the_cli(server, tok, texts, key, tmp_path,
+                                                                 capsys):
+    """`--api-timeout 0.5 --api-retries 1`: a server that never answers is given up after
+    two attempts of half a second, as one sentence naming the timeout."""
+    from cli_helpers import run_cli, write_jsonl
+
+    tok.save_pretrained(tmp_path / "tok")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": t} for t in texts[:1]])
+    b = server.reset("hang", hang_s=3.0)
+    code, _, err = run_cli(capsys, "run", "--data", data, "--backend", "openai", "--model", "tiny",
+                           "--api-base", server.api_base, "--api-key-env", KEY_ENV, "--tokenizer",
+                           tmp_path / "tok", "--methods", "loss", "--api-timeout", "0.5",
+                           "--api-retries", "1", "--api-concurrency", "1",
+                           "--output", tmp_path / "out")
+    assert code == 1
+    assert "did not answer within 0.5 s (2 attempts)" in err and "Traceback" not in err, err
+    assert len(b.requests) == 2 and KEY not in err

@@ -206,8 +206,8 @@ class OpenAIBackend:
 
     capabilities = Capabilities(full_distribution=False, hidden_states=False, local_model=False)
     # the run options `load` takes (engine.config.RunConfig field names)
-    OPTIONS = ("api_base", "tokenizer", "api_key_env", "api_concurrency", "max_length",
-               "local_files_only", "trust_remote_code")
+    OPTIONS = ("api_base", "tokenizer", "api_key_env", "api_concurrency", "api_timeout",
+               "api_retries", "max_length", "local_files_only", "trust_remote_code")
 
     def __init__(self, model: str, api_base: str, tokenizer, *,
                  api_key_env: str | None = "OPENAI_API_KEY", concurrency: int = 8,
@@ -251,7 +251,7 @@ class OpenAIBackend:
     @classmethod
     def load(cls, model: str, *, api_base: str | None = None, tokenizer: str | None = None,
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
-             timeout: float = 60.0, max_retries: int = 5, max_length: int | None = None,
+             api_timeout: float = 60.0, api_retries: int = 5, max_length: int | None = None,
              local_files_only: bool = False, trust_remote_code: bool = False,
              role: str = "model") -> OpenAIBackend:
         """`model` is the served model's name; its tokenizer is loaded from `tokenizer`
@@ -262,14 +262,14 @@ class OpenAIBackend:
             raise PddkitError(f"the openai backend of {role} {model} needs `api_base`, the "
                               "server's URL (e.g. http://127.0.0.1:8000/v1)")
         options = {"api_base": api_base, "tokenizer": tokenizer, "api_key_env": api_key_env,
-                   "api_concurrency": api_concurrency, "timeout": timeout,
-                   "max_retries": max_retries, "max_length": max_length,
+                   "api_concurrency": api_concurrency, "api_timeout": api_timeout,
+                   "api_retries": api_retries, "max_length": max_length,
                    "local_files_only": local_files_only, "trust_remote_code": trust_remote_code,
                    "role": role}
         tok = load_tokenizer(tokenizer or model, trust_remote_code=trust_remote_code,
                              local_files_only=local_files_only)
         return cls(model, api_base, tok, api_key_env=api_key_env, concurrency=api_concurrency,
-                   timeout=timeout, max_retries=max_retries, max_length=max_length,
+                   timeout=api_timeout, max_retries=api_retries, max_length=max_length,
                    spec=BackendSpec("openai", model, tuple(sorted(options.items()))))
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import click
@@ -14,8 +15,8 @@ logger = logging.getLogger("pddkit")
 
 @cli.command(short_help="Score texts; metrics when they are labelled.")
 @options.apply(options.RUN_OPTIONS)
-def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engine, ray_address,
-        actors, gpus_per_actor, limit, ref_model, freq, data,
+def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
+        tokenizer, revision, cache, engine, ray_address, actors, gpus_per_actor, limit, ref_model, freq, data,
         benchmark, data_dir, methods, output, batch_size, max_length, padding_side, on_invalid,
         n_bootstrap, seed, val_fraction, val_data,
         mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
@@ -43,6 +44,8 @@ def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engin
         dataset = dataset.limit(limit, seed)
     config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
                        backend=backend, api_base=api_base, api_key_env=api_key_env,
+                       api_concurrency=api_concurrency, api_timeout=api_timeout,
+                       api_retries=api_retries,
                        tokenizer=tokenizer, revision=revision, cache=cache, engine=engine,
                        ray_address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor,
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
@@ -55,6 +58,8 @@ def run(model, backend, api_base, api_key_env, tokenizer, revision, cache, engin
                        probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid)
     val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
     result = run_dataset(dataset, config, val_dataset=val_dataset)
+    # notices as a command-line user reads them (flags, not parameter names), saved so too
+    result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
     out = result.write(output)
     click.echo(scored_line(result))
     if result.labelled:

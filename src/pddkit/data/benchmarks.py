@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pddkit.data.jsonl import _BadLine, load_jsonl, parse_record
-from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
+from pddkit.data.jsonl import load_jsonl
+from pddkit.data.records import rows_to_dataset
+from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 from pddkit.params import bind_params, parse_spec
 from pddkit.registry import Registry
@@ -59,16 +60,9 @@ def wikimia(data_dir: str | Path | None, on_invalid: str, *, length: int = 32) -
             raise PddkitError(f"`data_dir` {data_dir} has no {fname}.jsonl")
         return load_jsonl(path, on_invalid=on_invalid, name=f"wikimia:length={length}")
     rows = _hub_rows("swj0419/WikiMIA", split=fname)
-    samples: list[Sample] = []
-    skipped: list[Skipped] = []
-    for i, row in enumerate(rows, start=1):
-        try:
-            samples.append(parse_record(dict(row), i, f"swj0419/WikiMIA {fname}"))
-        except _BadLine as bad:
-            if on_invalid == "error":
-                raise PddkitError(f"swj0419/WikiMIA {fname} row {i} {bad}") from None
-            skipped.append(Skipped(f"row {i}", str(bad)))
-    return make_dataset(f"wikimia:length={length}", samples, skipped)
+    return rows_to_dataset(((i, dict(r)) for i, r in enumerate(rows, start=1)),
+                           f"wikimia:length={length}", f"swj0419/WikiMIA {fname}",
+                           on_invalid=on_invalid)
 
 
 def _hub_rows(repo: str, split: str):

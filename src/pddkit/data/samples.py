@@ -16,6 +16,7 @@ class Sample:
     label: int | None = None
     source: str = ""  # where it came from, e.g. "data.jsonl line 12", for error messages
     group: str | None = None  # the document it was cut from: texts of a group stay together
+    subset: str | None = None  # a part reported on its own too (domain, field, length, position)
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,16 @@ class Dataset:
     @property
     def labelled(self) -> bool:
         return bool(self.samples) and self.samples[0].label is not None
+
+    @property
+    def subsets(self) -> list[str]:
+        """The subsets present, in order of first appearance ([] when none is named)."""
+        return list(dict.fromkeys(s.subset for s in self.samples if s.subset is not None))
+
+    @property
+    def language(self) -> str | None:
+        """The language the data set declares ("en", "zh"), if any."""
+        return self.meta.get("language")
 
     @property
     def labels(self) -> list[int]:

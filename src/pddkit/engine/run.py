@@ -13,6 +13,7 @@ import numpy as np
 
 from pddkit.backends.base import Backend
 from pddkit.data.samples import Dataset
+from pddkit.engine.blind_job import BlindJob
 from pddkit.engine.config import RunConfig
 from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
@@ -82,6 +83,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         val_dataset = without_overlap(val_dataset, dataset, f"`val_data` {val_dataset.name}",
                                       config.on_invalid)
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
+    # the blind baseline needs no model: it runs on a CPU thread while the passes run
+    blind = BlindJob.start(dataset, config, test_idx) if dataset.labelled and config.blind else None
 
     t0 = time.perf_counter()
     opened: list[Backend] = []
@@ -126,12 +129,13 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         t0 = time.perf_counter()
         validation = _validate(table, np.asarray(labels), val_idx, test_idx, config, notices)
         timings["validation"] = time.perf_counter() - t0
-    if labels is not None and config.blind:
+    if blind is not None:
         t0 = time.perf_counter()
-        blind = _blind_baseline(dataset, config, notices, test_idx)
-        if blind is not None:
-            results.append(blind)
-        timings["blind_baseline"] = time.perf_counter() - t0
+        found = blind.result(notices)
+        if found is not None:
+            results.append(found)
+        timings["blind_baseline"] = blind.seconds  # of its own thread
+        timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
 
     return RunResult(
         ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
@@ -220,55 +224,3 @@ def _method_result(call, scores: np.ndarray, labels, config: RunConfig,
         metrics = compute_metrics(scores[sel], np.asarray(labels)[sel],
                                   n_bootstrap=config.n_bootstrap, seed=config.seed)
     return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
-
-
-def _blind_baseline(dataset: Dataset, config: RunConfig, notices: list[str],
-                    test_idx: np.ndarray | None = None):
-    """Out-of-fold scores of the model-free classifier (evaluation/blind.py) for every
-    text; its metrics on the test part when there is a validation split."""
-    from pddkit.evaluation.blind import BlindBaseline
-
-    groups = [s.group for s in dataset.samples]
-    use_groups = any(g is not None for g in groups)
-    if use_groups:
-        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
-    model = BlindBaseline(seed=config.seed)
-    texts = [s.text for s in dataset.samples]
-    memo, key = _blind_memo(config, model, texts, dataset.labels, groups if use_groups else None)
-    found = memo.get_result("blind", key) if memo is not None else None
-    if found is not None:  # the same texts, labels, groups and classifier: its scores
-        scores, folds = found[0]["scores"], found[1]["folds"]
-    else:
-        try:
-            scores = model.cross_val_scores(texts, dataset.labels, groups if use_groups else None)
-        except PddkitError as e:
-            logger.warning("no blind baseline: %s", e)
-            notices.append(f"no blind baseline: {e}")
-            return None
-        folds = model.n_splits_used_
-        if memo is not None:
-            memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
-    sel = slice(None) if test_idx is None else test_idx
-    metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
-                              n_bootstrap=config.n_bootstrap, seed=config.seed)
-    params = {"folds": folds, "grouped_by_document": use_groups}
-    return MethodResult("blind", "blind", params, scores, metrics)
-
-
-def _blind_memo(config: RunConfig, model, texts, labels, groups):
-    """(the cache's memo, the key of these blind-baseline scores), or (None, None) without
-    a cache. The key covers the texts, labels, groups, the classifier's hyperparameters and
-    the pddkit and scikit-learn versions."""
-    if not config.cache:
-        return None, None
-    from importlib.metadata import version as package_version
-    from pathlib import Path
-
-    from pddkit.cache.memo import Memo, result_key, text_digest
-    from pddkit.version import __version__
-
-    parts = {"texts": [text_digest(t) for t in texts], "labels": [int(v) for v in labels],
-             "groups": None if groups is None else [str(g) for g in groups],
-             "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
-             "pddkit": __version__, "sklearn": package_version("scikit-learn")}
-    return Memo(Path(config.cache).expanduser()), result_key("blind", 1, parts)

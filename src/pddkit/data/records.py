@@ -1,0 +1,111 @@
+"""Rows (dicts from any table: JSONL line, CSV row, Parquet/Arrow record, hub row) ->
+Samples (SPEC section 5), with the field names a data set uses.
+
+Labels are 1 (member) or 0 (non-member): the numbers, booleans, or the strings "1"/"0",
+"true"/"false", "member"/"nonmember" (any case; "non-member" and "non_member" too).
+A bad row (no text, empty text, bad label) is `BadRow` with the reason; the caller
+applies the `on_invalid` policy and names the file and line or row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
+from pddkit.errors import PddkitError
+
+LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
+                 "non-member": 0, "non_member": 0}
+
+
+class BadRow(Exception):  # noqa: N818  (internal signal, never escapes to users)
+    pass
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which column holds what. `text=None`: the first of "text", "input" present."""
+
+    text: str | None = None
+    label: str = "label"
+    id: str = "id"
+    group: str = "group"
+    subset: str = "subset"
+
+    def text_key(self, row: dict) -> str | None:
+        if self.text is not None:
+            return self.text if self.text in row else None
+        return next((k for k in ("text", "input") if k in row), None)
+
+    def describe_text(self) -> str:
+        return f"'{self.text}'" if self.text is not None else "'text' (or 'input')"
+
+    def check_columns(self, columns: Iterable[str], where: str) -> None:
+        """A table whose header lacks the text column: one sentence naming the columns
+        it has (the label column is optional: unlabelled data is scored)."""
+        cols = list(columns)
+        if self.text_key(dict.fromkeys(cols)) is None:
+            raise PddkitError(f"{where} has no {self.describe_text()} column; its columns are "
+                              f"{', '.join(map(repr, cols)) or 'none'}")
+
+
+DEFAULT_FIELDS = Fields()
+
+
+def parse_label(value: object) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    if isinstance(value, str) and value.strip().lower() in LABEL_STRINGS:
+        return LABEL_STRINGS[value.strip().lower()]
+    raise BadRow(f"has label {value!r}; labels must be 0 (non-member) or 1 (member), "
+                 "or the strings member/nonmember, true/false")
+
+
+def _present(value: object) -> bool:
+    return value is not None and not (isinstance(value, float) and value != value)  # NaN: empty
+
+
+def parse_row(row: object, number: int, source: str, fields: Fields = DEFAULT_FIELDS) -> Sample:
+    """One row -> Sample, or BadRow with the reason. `number` is its line or row number
+    (the default id), `source` where it came from ("data.csv line 3")."""
+    if not isinstance(row, dict):
+        raise BadRow(f"is a JSON {type(row).__name__}, not an object with a 'text' field")
+    key = fields.text_key(row)
+    if key is None:
+        raise BadRow(f"has no {fields.describe_text()} field")
+    text = row[key]
+    if not isinstance(text, str):
+        raise BadRow(f"has a '{key}' field that is a {type(text).__name__}, not a string")
+    if not text.strip():
+        raise BadRow("has an empty or whitespace-only text")
+    label = parse_label(row[fields.label]) if _present(row.get(fields.label)) else None
+    sid = str(row[fields.id]) if _present(row.get(fields.id)) else str(number)
+    group = str(row[fields.group]) if _present(row.get(fields.group)) else None
+    subset = str(row[fields.subset]) if _present(row.get(fields.subset)) else None
+    return Sample(id=sid, text=text, label=label, source=source, group=group, subset=subset)
+
+
+def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
+                    fields: Fields = DEFAULT_FIELDS, on_invalid: str = "error", unit: str = "row",
+                    meta: dict | None = None) -> Dataset:
+    """(number, row) pairs -> Dataset; `where` names the file or hub split in messages,
+    `unit` is "line" or "row". A row may be a BadRow: the reader's verdict on it."""
+    if on_invalid not in ("error", "skip"):
+        raise PddkitError(f"`on_invalid` must be 'error' or 'skip', not {on_invalid!r}")
+    samples: list[Sample] = []
+    skipped: list[Skipped] = []
+    for number, row in rows:
+        source = f"{where} {unit} {number}"
+        try:
+            if isinstance(row, BadRow):  # a reader's verdict (bad UTF-8, bad JSON)
+                raise row
+            samples.append(parse_row(row, number, source, fields))
+        except BadRow as bad:
+            if on_invalid == "error":
+                raise PddkitError(f"{source} {bad} (use `on_invalid='skip'` to leave such "
+                                  f"{unit}s out and count them)") from None
+            skipped.append(Skipped(source=source, reason=str(bad)))
+    return make_dataset(name, samples, skipped, meta=meta)

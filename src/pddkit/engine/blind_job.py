@@ -1,0 +1,108 @@
+"""The blind baseline of a run (evaluation/blind.py), computed on a CPU thread.
+
+It needs the texts and labels only, no model, so the engine starts it before the model
+passes and collects it after them: on a GPU it costs no wall time at all, on a CPU it
+fills the cores the forward pass leaves idle. Its scores are the same as computed inline
+(the classifier is seeded and runs on one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+
+from pddkit.data.samples import Dataset
+from pddkit.engine.config import RunConfig
+from pddkit.errors import PddkitError
+from pddkit.evaluation.metrics import compute_metrics
+from pddkit.evaluation.results import MethodResult
+
+logger = logging.getLogger(__name__)
+
+
+class BlindJob:
+    """`BlindJob.start(dataset, config, test_idx)` now, `.result(notices)` later."""
+
+    def __init__(self, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None) -> None:
+        self._args = (dataset, config, test_idx)
+        self._notices: list[str] = []
+        self._result: MethodResult | None = None
+        self._error: BaseException | None = None
+        self.seconds = 0.0
+        self._thread = threading.Thread(target=self._work, name="pddkit-blind", daemon=True)
+
+    @classmethod
+    def start(cls, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None) -> BlindJob:
+        job = cls(dataset, config, test_idx)
+        job._thread.start()
+        return job
+
+    def _work(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._result = blind_baseline(*self._args, self._notices)
+        except BaseException as e:  # re-raised in the caller's thread by result()
+            self._error = e
+        self.seconds = time.perf_counter() - t0
+
+    def result(self, notices: list[str]) -> MethodResult | None:
+        """The baseline's MethodResult (None when it could not be fitted: the reason is
+        added to `notices`); waits for the thread."""
+        self._thread.join()
+        notices.extend(self._notices)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
+                   notices: list[str]) -> MethodResult | None:
+    """Out-of-fold scores of the model-free classifier for every text; its metrics on the
+    test part when there is a validation split."""
+    from pddkit.evaluation.blind import BlindBaseline
+
+    groups = [s.group for s in dataset.samples]
+    use_groups = any(g is not None for g in groups)
+    if use_groups:
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
+    model = BlindBaseline(seed=config.seed)
+    texts = [s.text for s in dataset.samples]
+    memo, key = _blind_memo(config, model, texts, dataset.labels, groups if use_groups else None)
+    found = memo.get_result("blind", key) if memo is not None else None
+    if found is not None:  # the same texts, labels, groups and classifier: its scores
+        scores, folds = found[0]["scores"], found[1]["folds"]
+    else:
+        try:
+            scores = model.cross_val_scores(texts, dataset.labels, groups if use_groups else None)
+        except PddkitError as e:
+            logger.warning("no blind baseline: %s", e)
+            notices.append(f"no blind baseline: {e}")
+            return None
+        folds = model.n_splits_used_
+        if memo is not None:
+            memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
+    sel = slice(None) if test_idx is None else test_idx
+    metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
+                              n_bootstrap=config.n_bootstrap, seed=config.seed)
+    params = {"folds": folds, "grouped_by_document": use_groups}
+    return MethodResult("blind", "blind", params, scores, metrics)
+def _blind_memo(config: RunConfig, model, texts, labels, groups):
+    """(the cache's memo, the key of these blind-baseline scores), or (None, None) without
+    a cache. The key covers the texts, labels, groups, the classifier's hyperparameters and
+    the pddkit and scikit-learn versions."""
+    if not config.cache:
+        return None, None
+    from importlib.metadata import version as package_version
+    from pathlib import Path
+
+    from pddkit.cache.memo import Memo, result_key, text_digest
+    from pddkit.version import __version__
+
+    parts = {"texts": [text_digest(t) for t in texts], "labels": [int(v) for v in labels],
+             "groups": None if groups is None else [str(g) for g in groups],
+             "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
+             "pddkit": __version__, "sklearn": package_version("scikit-learn")}
+    return Memo(Path(config.cache).expanduser()), result_key("blind", 1, parts)
