@@ -20,10 +20,11 @@ from pddkit.evaluation.results import RunResult
 
 
 def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[str] | None,
-             groups: Sequence[str | None] | None) -> Dataset:
+             groups: Sequence[str | None] | None, subsets: Sequence[str | None] | None = None,
+             language: str | None = None) -> Dataset:
     if isinstance(texts, str):
         raise PddkitError("texts must be a list of strings, not one string")
-    for what, values in (("labels", labels), ("ids", ids), ("groups", groups)):
+    for what, values in (("labels", labels), ("ids", ids), ("groups", groups), ("subsets", subsets)):
         if values is not None and len(values) != len(texts):
             raise PddkitError(f"{len(texts)} texts but {len(values)} {what}")
     samples = []
@@ -35,8 +36,9 @@ def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[s
         if lab not in (None, 0, 1):
             raise PddkitError(f"{name} has label {labels[i]!r}; labels must be 0 or 1")
         samples.append(Sample(id=str(i) if ids is None else str(ids[i]), text=t, label=lab,
-                              source=name, group=None if groups is None else groups[i]))
-    return make_dataset("texts", samples, [])
+                              source=name, group=None if groups is None else groups[i],
+                              subset=None if subsets is None else subsets[i]))
+    return make_dataset("texts", samples, [], meta={} if language is None else {"language": language})
 
 
 def _model(model, tokenizer, role: str):
@@ -83,10 +85,11 @@ def _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups,
                     **{k: v for k, v in options.items() if k in names})
     val_dataset = None
     if val_data is not None:
-        from pddkit.data.jsonl import load_jsonl
+        from pddkit.data.tables import load_table
 
-        val_dataset = load_jsonl(val_data, on_invalid=cfg.on_invalid)
-    return run_dataset(_dataset(texts, labels, ids, groups), cfg,
+        val_dataset = load_table(val_data, on_invalid=cfg.on_invalid)
+    return run_dataset(_dataset(texts, labels, ids, groups, options.get("subsets"),
+                                options.get("language")), cfg,
                        model=None if isinstance(target, str) else target,
                        ref_model=None if reference is None or isinstance(reference, str) else reference,
                        val_dataset=val_dataset)
@@ -94,7 +97,8 @@ def _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups,
 
 def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           ids: Sequence[str] | None = None, groups: Sequence[str | None] | None = None,
-          ref_model=None, ref_tokenizer=None, backend: str = "hf", api_base: str | None = None,
+          language: str | None = None, ref_model=None, ref_tokenizer=None, backend: str = "hf",
+          api_base: str | None = None,
           api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
           cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
@@ -122,7 +126,9 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
 
 def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = "all", *,
              tokenizer=None, ids: Sequence[str] | None = None,
-             groups: Sequence[str | None] | None = None, ref_model=None, ref_tokenizer=None,
+             groups: Sequence[str | None] | None = None,
+             subsets: Sequence[str | None] | None = None, language: str | None = None,
+             ref_model=None, ref_tokenizer=None,
              backend: str = "hf", api_base: str | None = None,
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
@@ -139,7 +145,9 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
     """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
     With `val_fraction` (or `val_data`, a labelled JSONL), hyperparameters are chosen on
     the validation texts and every metric is measured on the rest (`RunResult.validation`);
-    `groups` (the document each text was cut from) keeps a document on one side."""
+    `groups` (the document each text was cut from) keeps a document on one side; `subsets`
+    (a domain, field or length per text) get their own metrics beside the pooled ones;
+    `language` ("en", "zh", ...) skips the methods meaningless for it."""
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
     return _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups, val_data,

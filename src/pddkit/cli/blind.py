@@ -10,7 +10,8 @@ from pddkit.cli.app import cli
 
 @cli.command(short_help="Model-free check for a distribution shift.")
 @options.apply(options.BLIND_OPTIONS)
-def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, overwrite) -> None:
+def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_field, subset_field,
+          data_split, language, on_invalid, seed, n_bootstrap, output, overwrite) -> None:
     """Model-free check for a distribution shift between members and non-members."""
     from pddkit import output_dir
     from pddkit.evaluation.blind_run import run_blind
@@ -18,4 +19,6 @@ def blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, over
     if output is not None:
         output_dir.prepare(output, overwrite)  # before the work: fail early, lose nothing
 
-    run_blind(data, benchmark, data_dir, on_invalid, seed, n_bootstrap, output, echo=click.echo)
+    source = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
+                                 group_field, subset_field, data_split, language, on_invalid)
+    run_blind(source, seed, n_bootstrap, output, echo=click.echo)

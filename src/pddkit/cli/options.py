@@ -26,6 +26,39 @@ MODEL_OPTIONS = [
 ]
 
 
+DATA_OPTIONS = [
+    click.option("--data", type=click.Path(), default=None,
+        help="Texts: JSONL, CSV, TSV, Parquet, a datasets save_to_disk folder, or a hub id."),
+    click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
+    click.option("--data-dir", type=click.Path(), default=None,
+        help="Local folder with the benchmark's files (else the hub)."),
+    click.option("--text-field", default=None, help="Column of the texts [default: text, else input]."),
+    click.option("--label-field", default="label", show_default=True,
+        help="Column of the labels: 1/0, true/false or member/nonmember."),
+    click.option("--id-field", default="id", show_default=True, help="Column of the text ids."),
+    click.option("--group-field", default="group", show_default=True,
+        help="Column naming the document a text was cut from (kept on one side of every split)."),
+    click.option("--subset-field", default="subset", show_default=True,
+        help="Column of a part reported on its own (domain, field, length, position)."),
+    click.option("--data-split", default=None,
+        help="Split of a hub id or datasets folder [default: its only split, else train]."),
+    click.option("--language", default=None,
+        help="Language of the texts (en, zh, ...): methods meaningless for it are skipped."),
+]
+
+
+def data_source(data, benchmark, data_dir, text_field, label_field, id_field, group_field,
+                subset_field, data_split, language, on_invalid):
+    """The DATA_OPTIONS as one DataSource."""
+    from pddkit.data.records import Fields
+    from pddkit.data.sources import DataSource
+
+    fields = Fields(text=text_field, label=label_field, id=id_field, group=group_field,
+                    subset=subset_field)
+    return DataSource(data=data, benchmark=benchmark, data_dir=data_dir, fields=fields,
+                      data_split=data_split, language=language, on_invalid=on_invalid)
+
+
 RUN_OPTIONS = [
     click.option("--model", required=True,
         help="Target model: local directory or hub id (--backend openai: the served name)."),
@@ -57,10 +90,7 @@ RUN_OPTIONS = [
     click.option("--ref-model", default=None, help="Reference model for `ref`."),
     click.option("--freq", type=click.Path(), default=None,
         help="Frequency table for `dcpdd` (from `pddkit freq build`)."),
-    click.option("--data", type=click.Path(), default=None, help="JSONL file of texts."),
-    click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
-    click.option("--data-dir", type=click.Path(), default=None,
-        help="Local folder with the benchmark's files (else the hub)."),
+    *DATA_OPTIONS,
     click.option("--methods", default="all", show_default=True,
         help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
     click.option("--output", required=True, type=click.Path(), help="Folder for the results."),
@@ -147,10 +177,7 @@ SANDBOX_OPTIONS = [
 
 
 BLIND_OPTIONS = [
-    click.option("--data", type=click.Path(), default=None, help="Labelled JSONL file of texts."),
-    click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
-    click.option("--data-dir", type=click.Path(), default=None,
-        help="Local folder with the benchmark's files (else the hub)."),
+    *DATA_OPTIONS,
     click.option("--on-invalid", default="error", show_default=True,
         type=click.Choice(["error", "skip"]),
         help="A bad input line stops the run, or is left out and counted."),

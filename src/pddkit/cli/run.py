@@ -16,14 +16,15 @@ logger = logging.getLogger("pddkit")
 @cli.command(short_help="Score texts; metrics when they are labelled.")
 @options.apply(options.RUN_OPTIONS)
 def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
-        tokenizer, revision, cache, engine, ray_address, actors, gpus_per_actor, limit, ref_model, freq, data,
-        benchmark, data_dir, methods, output, batch_size, max_length, padding_side, on_invalid,
+        tokenizer, revision, cache, engine, ray_address, actors, gpus_per_actor, limit, ref_model,
+        freq, data, benchmark, data_dir, text_field, label_field, id_field, group_field,
+        subset_field, data_split, language, methods, output, batch_size, max_length, padding_side, on_invalid,
         n_bootstrap, seed, val_fraction, val_data,
         mask_model, neighbors_file, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
         no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit import output_dir
-    from pddkit.data import load_benchmark, load_jsonl
+    from pddkit.data import load_table
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.reporting.terminal import (
@@ -35,8 +36,9 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
-    dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
-               load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
+    dataset = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
+                                  group_field, subset_field, data_split, language,
+                                  on_invalid).load()
     if dataset.skipped:
         logger.warning("left out %d invalid lines (listed in results.json), e.g. %s: %s",
                        len(dataset.skipped), dataset.skipped[0].source, dataset.skipped[0].reason)
@@ -56,7 +58,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        probe_data=probe_data, probe_load=probe_load,
                        probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
                        probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid)
-    val_dataset = load_jsonl(val_data, on_invalid=on_invalid) if val_data else None
+    val_dataset = load_table(val_data, on_invalid=on_invalid) if val_data else None
     result = run_dataset(dataset, config, val_dataset=val_dataset)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
     result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))

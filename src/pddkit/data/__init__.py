@@ -2,14 +2,20 @@
 
 from pddkit.data.benchmarks import BENCHMARKS, load_benchmark, register_benchmark
 from pddkit.data.jsonl import load_jsonl
+from pddkit.data.records import Fields
 from pddkit.data.samples import Dataset, Sample, Skipped
+from pddkit.data.sources import DataSource
+from pddkit.data.tables import load_table
 
 __all__ = [
     "BENCHMARKS",
+    "DataSource",
     "Dataset",
+    "Fields",
     "Sample",
     "Skipped",
     "load_benchmark",
     "load_jsonl",
+    "load_table",
     "register_benchmark",
 ]

@@ -47,7 +47,8 @@ class Fields:
         cols = list(columns)
         if self.text_key(dict.fromkeys(cols)) is None:
             raise PddkitError(f"{where} has no {self.describe_text()} column; its columns are "
-                              f"{', '.join(map(repr, cols)) or 'none'}")
+                              f"{', '.join(map(repr, cols)) or 'none'} (name the text column with "
+                              "`text_field`)")
 
 
 DEFAULT_FIELDS = Fields()

@@ -88,6 +88,10 @@ class Dataset:
         return Dataset(self.name, tuple(self.samples[i] for i in keep), self.skipped,
                        {**self.meta, "limited_from": len(self.samples)})
 
+    def with_meta(self, **meta) -> Dataset:
+        """The same texts with `meta` entries added (e.g. language="zh")."""
+        return Dataset(self.name, self.samples, self.skipped, {**self.meta, **meta})
+
     def require_both_classes(self) -> None:
         """AUC is undefined with one class; say so before any model runs."""
         c = self.counts()

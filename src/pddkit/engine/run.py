@@ -157,10 +157,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
     """The probe's auxiliary texts, read before any model loads; texts that are also under
     test are refused (or left out with on_invalid="skip"): their labels would leak."""
-    from pddkit.data.jsonl import load_jsonl
     from pddkit.data.overlap import without_overlap
+    from pddkit.data.tables import load_table
 
-    aux = load_jsonl(config.probe_data, on_invalid=config.on_invalid)
+    aux = load_table(config.probe_data, on_invalid=config.on_invalid)
     return without_overlap(aux, dataset, f"`probe_data` {config.probe_data}", config.on_invalid)
 
 

@@ -6,13 +6,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pddkit.errors import PddkitError
 from pddkit.evaluation.blind import BlindBaseline, require_blind_data, verdict
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
+
+if TYPE_CHECKING:
+    from pddkit.data.sources import DataSource
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +48,9 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
                      models={}, skipped=tuple((s.source, s.reason) for s in dataset.skipped))
 
 
-def run_blind(data, benchmark, data_dir, on_invalid: str, seed: int, n_bootstrap: int, output,
+def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
               echo: Callable[[str], None]) -> RunResult:
-    from pddkit.data import load_benchmark, load_jsonl
-
-    if (data is None) == (benchmark is None):
-        raise PddkitError("give exactly one of `data` and `benchmark`")
-    dataset = (load_jsonl(data, on_invalid=on_invalid) if data else
-               load_benchmark(benchmark, data_dir=data_dir, on_invalid=on_invalid))
+    dataset = source.load()
     if dataset.skipped:
         logger.warning("left out %d invalid lines, e.g. %s: %s", len(dataset.skipped),
                        dataset.skipped[0].source, dataset.skipped[0].reason)

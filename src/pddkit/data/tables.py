@@ -1,0 +1,155 @@
+"""Any table of texts as data: JSONL, CSV, TSV, Parquet, a `datasets` save_to_disk
+folder, or a hub id (online, `pip install pddkit[hub]`).
+
+The format follows the file's suffix (.csv, .tsv/.tab, .parquet/.pq, a folder; anything
+else is read as JSONL, SPEC section 5). Column names come from `Fields` (defaults: `text`
+or `input`, `label`, `id`, `group`, `subset`); labels may be 0/1, booleans or the strings
+"0"/"1", "true"/"false", "member"/"nonmember". Every bad row follows the `on_invalid`
+policy of records.py and is named by file and line (CSV, JSONL) or row (Parquet, Arrow).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+from pddkit.data.jsonl import load_jsonl
+from pddkit.data.records import DEFAULT_FIELDS, Fields, rows_to_dataset
+from pddkit.data.samples import Dataset
+from pddkit.errors import PddkitError
+
+logger = logging.getLogger(__name__)
+
+DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
+PARQUET = (".parquet", ".pq")
+
+
+def load_table(source: str | Path, fields: Fields = DEFAULT_FIELDS, on_invalid: str = "error",
+               name: str | None = None, split: str | None = None,
+               language: str | None = None) -> Dataset:
+    """The texts of `source` (a file, a save_to_disk folder, or a hub id) as a Dataset.
+    `split` picks a split of a DatasetDict folder or hub id (default: the only one, or
+    "train"); `language` ("en", "zh", ...) is recorded for the methods that depend on it."""
+    path = Path(source)
+    name = name or str(source)
+    if path.is_dir():
+        dataset = _arrow_folder(path, fields, on_invalid, name, split)
+    elif path.is_file():
+        suffix = path.suffix.lower()
+        if suffix in DELIMITERS:
+            dataset = _delimited(path, DELIMITERS[suffix], fields, on_invalid, name)
+        elif suffix in PARQUET:
+            dataset = _parquet(path, fields, on_invalid, name)
+        else:
+            dataset = load_jsonl(path, on_invalid=on_invalid, name=name, fields=fields)
+    elif _looks_like_hub_id(str(source)):
+        dataset = _hub(str(source), fields, on_invalid, name, split)
+    else:
+        raise PddkitError(f"data file {source} does not exist")
+    if language is not None:
+        dataset = dataset.with_meta(language=language)
+    return dataset
+
+
+def _looks_like_hub_id(text: str) -> bool:
+    parts = text.split("/")
+    return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+
+
+def _delimited(path: Path, delimiter: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
+    """CSV / TSV with a header line; an empty cell of label, id, group or subset is absent."""
+    try:
+        fh = path.open(newline="", encoding="utf-8")
+        reader = csv.DictReader(fh, delimiter=delimiter)
+        header = reader.fieldnames or []
+    except UnicodeDecodeError as e:
+        raise PddkitError(f"{path} is not valid UTF-8 (byte {e.start})") from None
+    fields.check_columns(header, str(path))
+    optional = {fields.label, fields.id, fields.group, fields.subset}
+
+    def rows():
+        try:
+            for row in reader:
+                # DictReader's line_num is the line the row ends on (quoted cells may span lines)
+                yield reader.line_num, {k: (None if k in optional and v == "" else v)
+                                        for k, v in row.items() if k is not None}
+        except UnicodeDecodeError as e:
+            raise PddkitError(f"{path} after line {reader.line_num} is not valid UTF-8 "
+                              f"(byte {e.start})") from None
+        except csv.Error as e:
+            raise PddkitError(f"{path} line {reader.line_num} is not valid "
+                              f"{'TSV' if delimiter == chr(9) else 'CSV'} ({e})") from None
+
+    with fh:
+        return rows_to_dataset(rows(), name, str(path), fields, on_invalid, unit="line")
+
+
+def _pyarrow(what: str):
+    try:
+        import pyarrow
+        import pyarrow.ipc
+        import pyarrow.parquet
+    except ImportError:
+        raise PddkitError(f"reading {what} needs pyarrow: `pip install pddkit[tables]`") from None
+    return pyarrow
+
+
+def _parquet(path: Path, fields: Fields, on_invalid: str, name: str) -> Dataset:
+    pa = _pyarrow(f"Parquet file {path}")
+    try:
+        table = pa.parquet.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise PddkitError(f"{path} is not a readable Parquet file ({type(e).__name__})") from None
+    return _from_arrow(table, str(path), fields, on_invalid, name)
+
+
+def _from_arrow(table, where: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
+    fields.check_columns(table.column_names, where)
+    rows = enumerate(table.to_pylist(), start=1)
+    return rows_to_dataset(rows, name, where, fields, on_invalid, unit="row")
+
+
+def _arrow_folder(path: Path, fields: Fields, on_invalid: str, name: str,
+                  split: str | None) -> Dataset:
+    """A `datasets` save_to_disk folder: one split (state.json + data-*.arrow), or a
+    DatasetDict (dataset_dict.json + one folder per split)."""
+    dict_file = path / "dataset_dict.json"
+    if dict_file.is_file():
+        splits = json.loads(dict_file.read_text()).get("splits", [])
+        pick = split or (splits[0] if len(splits) == 1 else "train")
+        if pick not in splits:
+            raise PddkitError(f"{path} holds the splits {', '.join(splits)}, not {pick!r} "
+                              "(choose one with `data_split`)")
+        return _arrow_folder(path / pick, fields, on_invalid, name, None)
+    files = sorted(path.glob("*.arrow"))
+    state = path / "state.json"
+    if state.is_file():
+        listed = [path / f["filename"] for f in json.loads(state.read_text()).get("_data_files", [])]
+        files = listed or files
+    if not files:
+        raise PddkitError(f"{path} is a folder without data: expected a datasets save_to_disk "
+                          "folder (state.json and data-*.arrow files)")
+    pa = _pyarrow(f"the Arrow folder {path}")
+    tables = []
+    for f in files:
+        try:
+            with pa.memory_map(str(f)) as source:
+                try:
+                    tables.append(pa.ipc.open_stream(source).read_all())
+                except pa.ArrowInvalid:  # the file format, not the stream format
+                    tables.append(pa.ipc.open_file(source).read_all())
+        except (pa.ArrowException, OSError) as e:
+            raise PddkitError(f"{f} is not a readable Arrow file ({type(e).__name__})") from None
+    return _from_arrow(pa.concat_tables(tables), str(path), fields, on_invalid, name)
+
+
+def _hub(repo: str, fields: Fields, on_invalid: str, name: str, split: str | None) -> Dataset:
+    from pddkit.data.hub import hub_rows
+
+    pick = split or "train"
+    rows = hub_rows(repo, split=pick)
+    fields.check_columns(rows.column_names, f"{repo} split {pick}")
+    return rows_to_dataset(((i, dict(r)) for i, r in enumerate(rows, start=1)), name,
+                           f"{repo} split {pick}", fields, on_invalid, unit="row")
