@@ -31,8 +31,9 @@ def text_of_line(line: str) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _rows(path: Path, meta: dict):
-    """(line number, decoded JSON value or BadRow) per non-blank line."""
+def read_lines(path: Path, meta: dict | None = None):
+    """(line number, decoded JSON value or BadRow) per non-blank line; blank lines are
+    counted in `meta["blank_lines"]` when `meta` is given."""
     with path.open("rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             try:
@@ -41,7 +42,8 @@ def _rows(path: Path, meta: dict):
                 yield line_no, BadRow(f"is not valid UTF-8 (byte {e.start})")
                 continue
             if not line.strip():
-                meta["blank_lines"] += 1
+                if meta is not None:
+                    meta["blank_lines"] = meta.get("blank_lines", 0) + 1
                 continue
             try:
                 yield line_no, json.loads(line)
@@ -56,5 +58,5 @@ def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = N
     if not path.is_file():
         raise PddkitError(f"data file {path} does not exist")
     meta = {"blank_lines": 0}
-    return rows_to_dataset(_rows(path, meta), name or str(path), str(path), fields, on_invalid,
+    return rows_to_dataset(read_lines(path, meta), name or str(path), str(path), fields, on_invalid,
                            unit="line", meta=meta)

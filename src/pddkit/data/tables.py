@@ -123,6 +123,12 @@ def _arrow_folder(path: Path, fields: Fields, on_invalid: str, name: str,
             raise PddkitError(f"{path} holds the splits {', '.join(splits)}, not {pick!r} "
                               "(choose one with `data_split`)")
         return _arrow_folder(path / pick, fields, on_invalid, name, None)
+    return _from_arrow(arrow_folder_table(path), str(path), fields, on_invalid, name)
+
+
+def arrow_folder_table(path: Path):
+    """The pyarrow Table of one split saved by `datasets` save_to_disk (data-*.arrow in
+    the order state.json lists them)."""
     files = sorted(path.glob("*.arrow"))
     state = path / "state.json"
     if state.is_file():
@@ -142,7 +148,7 @@ def _arrow_folder(path: Path, fields: Fields, on_invalid: str, name: str,
                     tables.append(pa.ipc.open_file(source).read_all())
         except (pa.ArrowException, OSError) as e:
             raise PddkitError(f"{f} is not a readable Arrow file ({type(e).__name__})") from None
-    return _from_arrow(pa.concat_tables(tables), str(path), fields, on_invalid, name)
+    return pa.concat_tables(tables)
 
 
 def _hub(repo: str, fields: Fields, on_invalid: str, name: str, split: str | None) -> Dataset:

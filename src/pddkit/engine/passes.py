@@ -48,6 +48,7 @@ class PassContext:
     timings: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    given_neighbors: dict | None = None  # id -> neighbour texts the data set carries (meta)
 
     def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str) -> list[TokenStats]:
         """TokenStats of `texts` under `backend`, through the executor; never non-finite."""
@@ -132,7 +133,8 @@ def frequency_table(ctx: PassContext) -> None:
 def neighbor_pass(ctx: PassContext) -> None:
     """Each distinct (top_k, dropout, seed) among the `neighbor` calls gets its own
     neighbours (generated, or read from the neighbours file, once for its largest
-    n_neighbors); every distinct neighbour text is scored once in one batched pass."""
+    n_neighbors; without a file or mask model, those the data set carries, e.g. WikiMIA's
+    perturbed variant); every distinct neighbour text is scored once in one batched pass."""
     from pddkit.resources import neighbors
 
     wanted: dict = {}
@@ -147,6 +149,10 @@ def neighbor_pass(ctx: PassContext) -> None:
     cfg = ctx.config
     if cfg.neighbors_file:
         sets, cut = neighbors.load(cfg.neighbors_file, ctx.ids, wanted), 0
+    elif ctx.given_neighbors and not cfg.mask_model:
+        from pddkit.resources.neighbor_files import as_sets
+
+        sets, cut = as_sets(ctx.given_neighbors, ctx.ids, wanted, "the data set"), 0
     else:
         from pddkit.backends.hf_loading import pick_device
 
@@ -155,6 +161,12 @@ def neighbor_pass(ctx: PassContext) -> None:
                                        trust_remote_code=cfg.trust_remote_code)
         sets, cut = neighbors.generate_sets(mm, ctx.texts, ctx.names, wanted)
     ctx.counts["truncated"]["neighbor_mask_model"] = cut
+    for params, n in wanted.items():  # given neighbours may be fewer than asked for
+        if sets.n_generated[params] < n:
+            line = (f"neighbor: {sets.mask_model} holds {sets.n_generated[params]} neighbours "
+                    f"per text; n_neighbors={n} uses those")
+            logger.warning(line)
+            ctx.notices.append(line)
     unique: dict[str, str] = {}  # neighbour text -> its name; each scored once, all sets
     for params, per_text in sets.texts.items():
         for n, nbs in zip(ctx.names, per_text):

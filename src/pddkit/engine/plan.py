@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pddkit.backends.base import Capabilities
+from pddkit.data.samples import Dataset
 from pddkit.engine.config import RunConfig
 from pddkit.methods.base import MethodCall, Need, resolve_methods
 
@@ -24,10 +25,13 @@ class Resources:
     probe: bool = False
 
     @classmethod
-    def of(cls, config: RunConfig, ref_model_given: bool = False) -> Resources:
+    def of(cls, config: RunConfig, ref_model_given: bool = False,
+           dataset: Dataset | None = None) -> Resources:
+        """`dataset`: neighbours it carries (meta "neighbors") enable `neighbor` too."""
+        given = dataset is not None and bool(dataset.meta.get("neighbors"))
         return cls(reference=bool(config.ref_model) or ref_model_given,
                    frequency=bool(config.freq),
-                   neighbors=bool(config.mask_model or config.neighbors_file
+                   neighbors=bool(config.mask_model or config.neighbors_file or given
                                   or "neighbor" in config.methods),
                    probe=bool(config.probe_data or config.probe_load))
 

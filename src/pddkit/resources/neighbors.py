@@ -300,10 +300,15 @@ def load(path: str | Path, ids: Sequence[str],
          wanted: Mapping[NeighborParams, int]) -> NeighborSets:
     """Neighbours saved by an earlier run (OUTPUT/neighbors.jsonl), matched by text id and
     parameter set; a set that is missing, or saved with fewer neighbours than asked for,
-    is one sentence."""
+    is one sentence. Other formats (MIMIR's, one line per text) go to neighbor_files."""
+    from pddkit.resources import neighbor_files
+
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise PddkitError(f"neighbours file {path} does not exist")
+    if not neighbor_files.is_pddkit_file(path):
+        found, source = neighbor_files.read_external(path, ids)
+        return neighbor_files.as_sets(found, ids, wanted, source)
     saved: dict[NeighborParams, dict[str, list[str]]] = {}
     n_saved: dict[NeighborParams, int] = {}
     mask_model = "?"
