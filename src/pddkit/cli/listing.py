@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
+from pddkit.cli import options
 from pddkit.cli.app import cli
 
 
-@cli.command("list", short_help="Methods, baselines and benchmarks.")
+@cli.command("list", short_help="Methods, baselines, benchmarks and builders.")
 def list_cmd() -> None:
-    """Methods with their needs and defaults, and benchmarks."""
+    """Methods with their needs and defaults, benchmarks and builders."""
     from pddkit.data import BENCHMARKS
     from pddkit.methods import METHODS
 
@@ -28,6 +29,15 @@ def list_cmd() -> None:
     for b in BENCHMARKS:
         params = ",".join(f"{k}={v}" for k, v in b.defaults.items()) or "-"
         rows.append((b.name, params, "", b.description))
+    from pddkit.data.builders import BUILDERS
+
+    rows.append("builders (pddkit build NAME ... --output DIR):")
+    for spec in BUILDERS:  # own lines: their parameters would widen the columns above
+        rows.append(f"  {spec.name:<12}{spec.description}")
+        needs = [options.FLAGS[k] for k, v in spec.defaults.items() if v in (None, ())]
+        given = [f"{options.FLAGS[k]}={_value(v)}" for k, v in spec.defaults.items()
+                 if v not in (None, ())]
+        rows.append(f"  {'':<12}needs {', '.join(needs)}; defaults {' '.join(given)}")
     cells = [r for r in rows if isinstance(r, tuple)]
     widths = [max(len(c[i]) for c in cells) for i in range(3)]  # aligned columns
     for r in rows:
@@ -35,3 +45,8 @@ def list_cmd() -> None:
             click.echo(r)
         else:
             click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+
+
+def _value(v: object) -> str:
+    """A builder parameter's default as a flag value: (512, 1024) -> 512,1024."""
+    return ",".join(map(str, v)) if isinstance(v, tuple) else str(v)

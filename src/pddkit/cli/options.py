@@ -214,11 +214,11 @@ def apply(options: Sequence[Callable]) -> Callable:
     return wrap
 
 
-def _flag_table() -> dict[str, str]:
+def _flag_table(*more: Sequence[Callable]) -> dict[str, str]:
     """Parameter name -> flag, read off the option lists above, so the table cannot drift
     from the flags; a name that two commands spell differently is refused here."""
     table: dict[str, str] = {}
-    for options in (RUN_OPTIONS, SANDBOX_OPTIONS, BLIND_OPTIONS, FREQ_BUILD_OPTIONS):
+    for options in (RUN_OPTIONS, SANDBOX_OPTIONS, BLIND_OPTIONS, FREQ_BUILD_OPTIONS, *more):
         holder = apply(options)(lambda: None)
         for p in holder.__click_params__:
             if isinstance(p, click.Option):
@@ -296,3 +296,31 @@ def check_run(data, benchmark, backend: str, api_base, val_fraction, val_data) -
         raise PddkitError("--backend openai needs --api-base URL (the server's /v1 address)")
     if val_fraction is not None and val_data is not None:
         raise PddkitError("give at most one of --val-fraction and --val-data")
+
+
+BUILD_OPTIONS = [
+    click.argument("builder"),
+    click.option("--members", multiple=True, type=click.Path(),
+        help="dolma-book: folder of member books (.txt), or book files; repeatable."),
+    click.option("--nonmembers", multiple=True, type=click.Path(),
+        help="dolma-book: folder of non-member books (.txt), or book files; repeatable."),
+    click.option("--input", "inputs", multiple=True, type=click.Path(),
+        help="cutoff, patentmia: JSONL of documents with text and date (ISO); repeatable."),
+    click.option("--words", default=None,
+        help="Lengths in words, comma-separated [dolma-book: 512,1024; cutoff: 32,64,128,256; "
+        "patentmia: 512]."),
+    click.option("--member-before", default=None,
+        help="cutoff: members are dated before this ISO date [patentmia: 2023-01-01]."),
+    click.option("--nonmember-after", default=None,
+        help="cutoff: non-members are dated after this ISO date [patentmia: 2024-03-01]."),
+    click.option("--snippet", default=None, type=click.Choice(["random", "first"]),
+        help="cutoff: a seeded random N-word snippet per document, or its first N words "
+        "(WikiMIA) [default: random]."),
+    click.option("--language", default=None,
+        help="en (whitespace words) or zh (jieba words) [default: the builder's, en; patentmia zh]."),
+    click.option("--seed", default=None, type=int, help="Seed of the random choices [default: 0]."),
+    click.option("--output", required=True, type=click.Path(),
+        help="Folder for data.jsonl and manifest.json."),
+    click.option("--overwrite", is_flag=True, help="Replace a build already in --output."),
+]
+FLAGS.update(_flag_table(BUILD_OPTIONS))  # BUILD_OPTIONS' parameters too (checked against the rest)
