@@ -72,7 +72,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     """
     config.check()
     notices: list[str] = []
-    plan = make_plan(config.methods, Resources.of(config, ref_model is not None),
+    plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
                      capabilities_of(config, model), notices)
     if dataset.labelled:
         dataset.require_both_classes()
@@ -101,7 +101,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
         executor=make_executor(config), load_backend=load,
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
-        notices=notices, models={"target": describe(target)}, timings={"load": load_time})
+        notices=notices, models={"target": describe(target)}, timings={"load": load_time},
+        given_neighbors=dataset.meta.get("neighbors"))
     ctx.counts.update(dataset.counts())
     ctx.counts["label_leaks_left_out"] = {
         "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
