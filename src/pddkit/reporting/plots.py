@@ -48,17 +48,27 @@ def method_styles(names) -> dict[str, dict]:
 
 def roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool):
     """The ROC figure (open; roc_png renders and closes it): legend with each AUC,
-    outside the axes on the right."""
+    outside the axes on the right. The figure is sized for its legend (fixed margins in
+    inches), so it is drawn once, not twice as a tight bounding box would."""
     from pddkit.evaluation.metrics import roc_points, weighted_roc
 
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.6, 5))
     styles = method_styles(scores)
+    curves = {}
     for name, s in scores.items():
-        fpr, tpr = roc_points(np.asarray(s, dtype=float), np.asarray(labels))
-        auc = float(weighted_roc(np.asarray(s, dtype=float), np.asarray(labels),
-                                 np.ones((1, len(s))))[0][0])  # the metrics table's AUC
-        ax.plot(fpr, tpr, label=f"{name} (AUC {auc:.3f})", linewidth=1.6, **styles[name])
+        s = np.asarray(s, dtype=float)
+        auc = float(weighted_roc(s, np.asarray(labels), np.ones((1, len(s))))[0][0])  # the table's AUC
+        curves[f"{name} (AUC {auc:.3f})"] = (name, roc_points(s, np.asarray(labels)))
+    ncol = 1 if len(scores) <= 16 else 2
+    longest = max((len(k) for k in curves), default=10)
+    legend_in = ncol * (0.6 + 0.047 * longest)  # handle + text at 8 pt, per column
+    axes_in, left_in, right_in, height_in = 5.3, 0.75, 0.25, 5.0
+    width_in = left_in + axes_in + 0.2 + legend_in + right_in
+    fig, ax = plt.subplots(figsize=(width_in, height_in))
+    fig.subplots_adjust(left=left_in / width_in, right=(left_in + axes_in) / width_in,
+                        bottom=0.6 / height_in, top=1 - 0.4 / height_in)
+    for label, (name, (fpr, tpr)) in curves.items():
+        ax.plot(fpr, tpr, label=label, linewidth=1.6, **styles[name])
     n_neg = int((labels == 0).sum())
     chance = {"color": "#999999", "linewidth": 0.6, "linestyle": ":"}
     if loglog:
@@ -78,14 +88,14 @@ def roc_figure(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool):
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-              ncol=1 if len(scores) <= 16 else 2, handlelength=3.2, frameon=False)
+              ncol=ncol, handlelength=3.2, frameon=False)
     ax.grid(alpha=0.3)
     return fig
 
 
 def roc_png(labels: np.ndarray, scores: dict[str, np.ndarray], loglog: bool) -> bytes:
     """One ROC curve per method; log-log axes show the low-FPR regime."""
-    return _png(roc_figure(labels, scores, loglog))
+    return _png(roc_figure(labels, scores, loglog), tight=False)
 
 
 def histograms_png(labels: np.ndarray, scores: dict[str, np.ndarray]) -> bytes:
