@@ -1,0 +1,46 @@
+"""Case studies (Shi et al. 2024 sections 6-7; Maini et al. 2024): each one configures a
+question, scores texts through the engine, decides, and reports, as a Python function
+returning a typed result and one CLI command. One module per study below this package;
+`register_study` is the one place they are named (`pddkit list` shows them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pddkit.registry import Registry
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    name: str  # the CLI command, e.g. "audit"
+    description: str  # one line: what it answers, and the paper
+    paper: str
+
+
+STUDIES: Registry[StudySpec] = Registry("study")
+
+
+def register_study(name: str, description: str, paper: str):
+    """Decorator of a study's entry function: registers its name, description and paper."""
+
+    def deco(fn):
+        STUDIES.add(name, StudySpec(name, description, paper))
+        return fn
+
+    return deco
+
+
+def _load_all() -> None:
+    """Import every study module (each registers itself); a module not written yet is
+    simply absent."""
+    import importlib
+
+    for name in ("audit", "infer", "compare", "contamination"):
+        try:
+            importlib.import_module(f"pddkit.studies.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"pddkit.studies.{name}":
+                raise
+
+
+STUDIES.set_loader(_load_all)
