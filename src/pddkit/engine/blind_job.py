@@ -61,34 +61,54 @@ class BlindJob:
 def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
                    notices: list[str]) -> MethodResult | None:
     """Out-of-fold scores of the model-free classifier for every text; its metrics on the
-    test part when there is a validation split."""
+    test part when there is a validation split. When the data set has subsets
+    (evaluation/subsets.py), the classifier is also fitted within each subset, with its
+    own cross-validation on that subset's texts only, for that subset's metrics."""
+    from pddkit.evaluation.subsets import breakdown, fitted_within
+
+    labels = np.asarray(dataset.labels)
+    try:
+        scores, folds, grouped = _out_of_fold(dataset.samples, labels, config)
+    except PddkitError as e:
+        logger.warning("no blind baseline: %s", e)
+        notices.append(f"no blind baseline: {e}")
+        return None
+    sel = slice(None) if test_idx is None else test_idx
+    metrics = compute_metrics(scores[sel], labels[sel], n_bootstrap=config.n_bootstrap,
+                              seed=config.seed)
+    params: dict = {"folds": folds, "grouped_by_document": grouped}
+    subsets = [s.subset for s in dataset.samples]
+    per: dict = {}
+    if breakdown(subsets):
+        params["per_subset"] = "fitted within each subset (its own cross-validation)"
+        per = fitted_within(subsets, labels, test_idx, lambda idx: _out_of_fold(
+            tuple(dataset.samples[i] for i in idx), labels[idx], config)[0],
+            config.n_bootstrap, config.seed, notices)
+    return MethodResult("blind", "blind", params, scores, metrics, subsets=per)
+
+
+def _out_of_fold(samples, labels: np.ndarray, config: RunConfig) -> tuple[np.ndarray, int, bool]:
+    """(out-of-fold scores, folds used, grouped by document) of these texts, from the
+    cache's memo when it holds them; PddkitError when they are too few to cross-validate."""
     from pddkit.evaluation.blind import BlindBaseline
 
-    groups = [s.group for s in dataset.samples]
+    groups = [s.group for s in samples]
     use_groups = any(g is not None for g in groups)
     if use_groups:
-        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, dataset.samples)]
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, samples)]
     model = BlindBaseline(seed=config.seed)
-    texts = [s.text for s in dataset.samples]
-    memo, key = _blind_memo(config, model, texts, dataset.labels, groups if use_groups else None)
+    texts = [s.text for s in samples]
+    memo, key = _blind_memo(config, model, texts, labels, groups if use_groups else None)
     found = memo.get_result("blind", key) if memo is not None else None
     if found is not None:  # the same texts, labels, groups and classifier: its scores
-        scores, folds = found[0]["scores"], found[1]["folds"]
-    else:
-        try:
-            scores = model.cross_val_scores(texts, dataset.labels, groups if use_groups else None)
-        except PddkitError as e:
-            logger.warning("no blind baseline: %s", e)
-            notices.append(f"no blind baseline: {e}")
-            return None
-        folds = model.n_splits_used_
-        if memo is not None:
-            memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
-    sel = slice(None) if test_idx is None else test_idx
-    metrics = compute_metrics(scores[sel], np.asarray(dataset.labels)[sel],
-                              n_bootstrap=config.n_bootstrap, seed=config.seed)
-    params = {"folds": folds, "grouped_by_document": use_groups}
-    return MethodResult("blind", "blind", params, scores, metrics)
+        return found[0]["scores"], found[1]["folds"], use_groups
+    scores = model.cross_val_scores(texts, labels, groups if use_groups else None)
+    folds = model.n_splits_used_
+    if memo is not None:
+        memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
+    return scores, folds, use_groups
+
+
 def _blind_memo(config: RunConfig, model, texts, labels, groups):
     """(the cache's memo, the key of these blind-baseline scores), or (None, None) without
     a cache. The key covers the texts, labels, groups, the classifier's hyperparameters and

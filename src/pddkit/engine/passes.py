@@ -49,6 +49,7 @@ class PassContext:
     models: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
     given_neighbors: dict | None = None  # id -> neighbour texts the data set carries (meta)
+    language: str | None = None  # the data set's declared language ("zh": jieba words)
 
     def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str) -> list[TokenStats]:
         """TokenStats of `texts` under `backend`, through the executor; never non-finite."""
@@ -155,11 +156,13 @@ def neighbor_pass(ctx: PassContext) -> None:
         sets, cut = as_sets(ctx.given_neighbors, ctx.ids, wanted, "the data set"), 0
     else:
         from pddkit.backends.hf_loading import pick_device
+        from pddkit.data.builders.words import is_chinese
 
-        mm = neighbors.load_mask_model(cfg.mask_model or "roberta-base", device=pick_device(cfg.device),
+        default = "bert-base-chinese" if ctx.language and is_chinese(ctx.language) else "roberta-base"
+        mm = neighbors.load_mask_model(cfg.mask_model or default, device=pick_device(cfg.device),
                                        local_files_only=cfg.local_files_only,
                                        trust_remote_code=cfg.trust_remote_code)
-        sets, cut = neighbors.generate_sets(mm, ctx.texts, ctx.names, wanted)
+        sets, cut = neighbors.generate_sets(mm, ctx.texts, ctx.names, wanted, language=ctx.language)
     ctx.counts["truncated"]["neighbor_mask_model"] = cut
     for params, n in wanted.items():  # given neighbours may be fewer than asked for
         if sets.n_generated[params] < n:

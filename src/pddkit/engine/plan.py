@@ -57,11 +57,13 @@ class Plan:
 
 
 def make_plan(methods: str, resources: Resources, capabilities: Capabilities | None = None,
-              notices: list[str] | None = None) -> Plan:
+              notices: list[str] | None = None, language: str | None = None) -> Plan:
     """`methods` ("all" or "loss,mink:k=0.1") -> Plan. Methods whose needs the resources do
     not meet are skipped under "all" and refused when named; methods reading what the
-    backend cannot give are skipped with a notice naming the reason."""
-    calls = resolve_methods(methods, resources.available(), notices, capabilities=capabilities)
+    backend cannot give, or what the data set's `language` lacks (letter case), are
+    skipped with a notice naming the reason."""
+    calls = resolve_methods(methods, resources.available(), notices, capabilities=capabilities,
+                            language=language)
     for call in calls:
         check_params(call)
     return Plan(tuple(calls), frozenset().union(*(c.spec.needs for c in calls)))

@@ -73,7 +73,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     config.check()
     notices: list[str] = []
     plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
-                     capabilities_of(config, model), notices)
+                     capabilities_of(config, model), notices, language=dataset.language)
     if dataset.labelled:
         dataset.require_both_classes()
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
@@ -102,7 +102,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         executor=make_executor(config), load_backend=load,
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
-        given_neighbors=dataset.meta.get("neighbors"))
+        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language)
     ctx.counts.update(dataset.counts())
     ctx.counts["label_leaks_left_out"] = {
         "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
@@ -119,9 +119,11 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                                  for desc, (h, m) in b.counts().items()}
 
     labels = tuple(dataset.labels) if dataset.labelled else None
+    subsets = tuple(s.subset for s in dataset.samples)
+    index = _subset_index(subsets, labels, test_idx, notices)
     timings = dict(table.timings)
     t0 = time.perf_counter()
-    results = [_method_result(c, table.scores[c.label], labels, config, test_idx)
+    results = [_method_result(c, table.scores[c.label], labels, config, test_idx, index)
                for c in table.calls]
     timings["metrics"] = time.perf_counter() - t0
     validation = {}
@@ -147,6 +149,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         notices=tuple(notices),
         splits=None if val_idx is None else tuple(
             np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
+        subsets=subsets if any(x is not None for x in subsets) else None,
         validation=validation,
         neighbors=table.extras.get("neighbor_sets"),
         probe=None if search is None else search.best,
@@ -217,11 +220,40 @@ def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, n
     return out
 
 
+def _subset_index(subsets, labels, test_idx: np.ndarray | None,
+                  notices: list[str]) -> dict[str, np.ndarray]:
+    """Per subset to report on its own (evaluation/subsets.py), the indices of its texts
+    that metrics are on (the test part when validating); a notice for each subset with
+    one class there (it gets no AUC) and for texts that name no subset."""
+    from pddkit.evaluation.subsets import breakdown, one_class, subset_counts, subset_indices
+
+    names = breakdown(subsets)
+    if labels is None or not names:
+        return {}
+    index = subset_indices(subsets, names, test_idx)
+    where = "" if test_idx is None else " on the test part"
+    lines = [f"subset {name} has only {what}{where}: it gets no AUC of its own" if what != "no texts"
+             else f"subset {name} has no texts{where}: it gets no AUC of its own"
+             for name, what in one_class(subset_counts(labels, index)).items()]
+    unnamed = sum(x is None for x in subsets)
+    if unnamed:
+        lines.append(f"{unnamed} of {len(subsets)} texts name no subset: they count in the "
+                     "pooled metrics only")
+    for line in lines:
+        logger.warning(line)
+    notices.extend(lines)
+    return index
+
+
 def _method_result(call, scores: np.ndarray, labels, config: RunConfig,
-                   test_idx: np.ndarray | None) -> MethodResult:
-    metrics = None
+                   test_idx: np.ndarray | None, index: dict | None = None) -> MethodResult:
+    from pddkit.evaluation.subsets import subset_metrics
+
+    metrics, per = None, {}
     if labels is not None:
         sel = slice(None) if test_idx is None else test_idx
         metrics = compute_metrics(scores[sel], np.asarray(labels)[sel],
                                   n_bootstrap=config.n_bootstrap, seed=config.seed)
-    return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics)
+        if index:
+            per = subset_metrics(scores, labels, index, config.n_bootstrap, config.seed)
+    return MethodResult(call.label, call.spec.name, dict(call.params), scores, metrics, per)

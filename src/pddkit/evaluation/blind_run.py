@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pddkit.evaluation.blind import BlindBaseline, require_blind_data, verdict
+from pddkit.evaluation.blind import WARN_AUC, BlindBaseline, require_blind_data, verdict
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
+from pddkit.evaluation.subsets import breakdown, fitted_within
 
 if TYPE_CHECKING:
     from pddkit.data.sources import DataSource
@@ -33,19 +34,30 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
     model = BlindBaseline(seed=seed)
     t0 = time.perf_counter()
     scores = model.cross_val_scores(texts, labels, groups if use_groups else None)
-    seconds = time.perf_counter() - t0
     metrics = compute_metrics(scores, labels, n_bootstrap=n_bootstrap, seed=seed)
     params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups,
               "chosen_per_fold": model.chosen_per_fold_}
+    subsets = [s.subset for s in dataset.samples]
+    notices: list[str] = []
+    per: dict = {}
+    if breakdown(subsets):  # fitted within each subset, its own cross-validation
+        params["per_subset"] = "fitted within each subset (its own cross-validation)"
+        per = fitted_within(subsets, labels, None, lambda idx: BlindBaseline(seed=seed)
+                            .cross_val_scores([texts[i] for i in idx], labels[idx],
+                                              [groups[i] for i in idx] if use_groups else None),
+                            n_bootstrap, seed, notices)
+    seconds = time.perf_counter() - t0
     config = {"command": "blind", "data": dataset.name, "seed": seed, "n_bootstrap": n_bootstrap,
               "blind": {"n_splits": model.n_splits, "inner_splits": model.inner_splits,
                         "tfidf_C": list(model.tfidf_C), "bow_alpha": list(model.bow_alpha),
                         "dates_C": list(model.dates_C), "style_C": list(model.style_C),
                         "meta_C": model.meta_C, "max_features": model.max_features}}
     return RunResult(ids=tuple(s.id for s in dataset.samples), labels=tuple(int(v) for v in labels),
-                     methods=(MethodResult("blind", "blind", params, scores, metrics),),
+                     methods=(MethodResult("blind", "blind", params, scores, metrics, per),),
                      config=config, counts=dataset.counts(), timings={"blind_baseline": seconds},
-                     models={}, skipped=tuple((s.source, s.reason) for s in dataset.skipped))
+                     models={}, skipped=tuple((s.source, s.reason) for s in dataset.skipped),
+                     notices=tuple(notices),
+                     subsets=tuple(subsets) if any(x is not None for x in subsets) else None)
 
 
 def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
@@ -64,6 +76,11 @@ def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
                      for t in sorted(m.tpr))
     echo(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}]  {tprs}")
     echo(verdict(m.auc).sentence())
+    for name, sub in result.methods[0].subsets.items():  # fitted within each subset
+        echo(f"  subset {name}: " + ("no AUC (one class, or too few texts to cross-validate)"
+                                     if sub is None else f"AUC {sub.auc:.3f} "
+                                     f"[{sub.auc_ci.low:.3f}, {sub.auc_ci.high:.3f}]"
+                                     + (f" (>= {WARN_AUC:.2f}: a shift)" if verdict(sub.auc).warn else "")))
     if output is not None:
         out = result.write(output)
         echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")

@@ -19,6 +19,7 @@ class MethodResult:
     params: dict
     scores: np.ndarray  # [n_texts] float64, higher = member
     metrics: Metrics | None = None
+    subsets: dict = field(default_factory=dict)  # subset name -> Metrics, None with one class
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,18 @@ class RunResult:
     neighbors: object | None = None  # resources.neighbors.NeighborSets: per parameter set, per text
     probe: object | None = None  # resources.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
+    subsets: tuple[str | None, ...] | None = None  # each text's subset (domain, field, length)
+
+    def subset_counts(self) -> dict:
+        """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
+        (the test part when validating); {} when there is no breakdown by subset."""
+        from pddkit.evaluation.subsets import breakdown, subset_counts, subset_indices
+
+        names = breakdown(self.subsets)
+        if not names or self.labels is None:
+            return {}
+        test = None if not self.splits else [i for i, s in enumerate(self.splits) if s == "test"]
+        return subset_counts(self.labels, subset_indices(self.subsets, names, test))
 
     @property
     def labelled(self) -> bool:
@@ -63,9 +76,23 @@ class RunResult:
             return None
         return max(ms, key=lambda k: ms[k].auc if key == "auc" else ms[k].tpr[float(key)])
 
+    def _blind_dict(self) -> dict | None:
+        """The blind verdict; per subset too when the baseline was fitted within subsets."""
+        from pddkit.evaluation.blind import verdict
+
+        if self.blind is None:
+            return None
+        out = {"auc": self.blind.auc, "warn": self.blind.warn, "message": self.blind.sentence()}
+        per = next(m.subsets for m in self.methods if m.label == "blind")
+        if per:
+            out["subsets"] = {k: None if v is None else {"auc": v.auc, "warn": verdict(v.auc).warn}
+                              for k, v in per.items()}
+        return out
+
     def to_dict(self) -> dict:
         from pddkit.version import __version__
 
+        counts = self.subset_counts()
         return {
             "pddkit_version": __version__,
             "config": self.config,
@@ -74,13 +101,15 @@ class RunResult:
             "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
             "timings_s": self.timings,
             "notices": list(self.notices),
-            "blind_baseline": None if self.blind is None else {
-                "auc": self.blind.auc, "warn": self.blind.warn, "message": self.blind.sentence()},
+            "blind_baseline": self._blind_dict(),
+            **({"subsets": {k: c.to_dict() for k, c in counts.items()}} if counts else {}),
             "methods": {
                 m.label: {
                     "method": m.method,
                     "params": m.params,
                     "metrics": None if m.metrics is None else m.metrics.to_dict(),
+                    **({"subsets": {k: None if v is None else v.to_dict()
+                                    for k, v in m.subsets.items()}} if counts else {}),
                     "validation": (self.validation[m.label].to_dict()
                                    if m.label in self.validation else None),
                 }
@@ -99,11 +128,14 @@ class RunResult:
             self.probe_validated.save(out / "probe-validated")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
             self.neighbors.save(out / "neighbors.jsonl", self.ids)  # one line per (text, params)
+        named = bool(self.subsets) and any(x is not None for x in self.subsets)
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):
                 row = {"id": sid, "label": None if self.labels is None else self.labels[i]}
                 if self.splits:
                     row["split"] = self.splits[i]
+                if named:
+                    row["subset"] = self.subsets[i]
                 row.update({m.label: float(m.scores[i]) for m in self.methods})
                 fh.write(json.dumps(row) + "\n")
         return out

@@ -48,6 +48,39 @@ REQUIREMENTS = {
     "local_model": "a local model",
 }
 
+# what the texts' script must have for a method that `text_requires` it, whatever the backend
+TEXT_REQUIREMENTS = {
+    "letter_case": "letter case",
+}
+
+# languages (ISO 639-1 codes) written in scripts without upper and lower case (Han, kana,
+# Hangul, Thai, Arabic, Hebrew, the Indic scripts, Ethiopic, Georgian, Tibetan, ...; not
+# Kurdish, often Latin); a script subtag (ISO 15924) decides first: "zh-Latn" (pinyin) is cased
+CASELESS_LANGUAGES = frozenset({
+    "zh", "ja", "ko", "th", "lo", "km", "my", "bo", "dz", "ar", "fa", "ur", "ps", "ug", "sd",
+    "he", "yi", "hi", "mr", "ne", "sa", "bn", "as", "pa", "gu", "or", "ta", "te", "kn", "ml", "si",
+    "dv", "am", "ti", "ka"})
+CASED_SCRIPTS = frozenset({"latn", "cyrl", "grek", "armn", "copt", "glag", "dsrt", "adlm"})
+
+
+def has_letter_case(language: str) -> bool:
+    """Whether texts in `language` ("en", "zh", "zh-Hans", "sr_Cyrl") have upper and lower
+    case; an unknown language counts as cased (nothing is skipped for it)."""
+    parts = language.strip().lower().replace("_", "-").split("-")
+    script = next((p for p in parts[1:] if len(p) == 4 and p.isalpha()), None)
+    if script is not None:
+        return script in CASED_SCRIPTS
+    return parts[0] not in CASELESS_LANGUAGES
+
+
+def unmet_text(spec: MethodSpec, language: str | None) -> str | None:
+    """The one-line notice for a method meaningless in the data set's `language`, or None
+    (None also when no language is declared)."""
+    if language is None or "letter_case" not in spec.text_requires or has_letter_case(language):
+        return None
+    return (f"skipping {spec.name}: it compares each text with its lower-cased form, and "
+            f"`language` {language} is written without letter case")
+
 
 @dataclass(frozen=True)
 class MethodSpec:
@@ -59,6 +92,7 @@ class MethodSpec:
     summary: str
     requires: frozenset[str] = frozenset()  # backend capabilities the method reads
     grid: Grid | None = None  # every text x every hyperparameter value, for validation
+    text_requires: frozenset[str] = frozenset()  # what the script must have (TEXT_REQUIREMENTS)
 
 
 @dataclass(frozen=True)
@@ -84,11 +118,14 @@ METHODS.set_loader(_load_builtin)
 
 
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
-                    grid: Grid | None = None, paper: str, summary: str):
+                    text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
+                    summary: str):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
-    names the backend capabilities it reads (REQUIREMENTS keys); `grid` scores every text
-    at every value of some of its hyperparameters at once, for validation."""
-    unknown = set(requires) - set(REQUIREMENTS)
+    names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
+    texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
+    without it skips the method); `grid` scores every text at every value of some of its
+    hyperparameters at once, for validation."""
+    unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
 
@@ -99,7 +136,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
             raise ValueError(f"method {name}: grid parameters {sorted(set(grid.values) - set(defaults))} "
                              "are not its hyperparameters")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
-                                     frozenset(requires), grid))
+                                     frozenset(requires), grid, frozenset(text_requires)))
         return fn
 
     return deco
@@ -123,14 +160,15 @@ def unmet(spec: MethodSpec, capabilities) -> str | None:
 
 
 def resolve_methods(text: str, available: set[Need], notices: list[str] | None = None,
-                    capabilities=None) -> list[MethodCall]:
+                    capabilities=None, language: str | None = None) -> list[MethodCall]:
     """`"all"` or `"loss,mink:k=0.1"` -> MethodCalls.
 
     `all` keeps the methods whose needs `available` meets and logs one line per method
     skipped (also appended to `notices`); a method named explicitly with an unmet need is
     an error. A method reading what the backend cannot give (`capabilities`, see `unmet`)
-    is skipped with a notice, named or not: never approximated. Selecting nothing is an
-    error.
+    is skipped with a notice, named or not: never approximated; so is a method meaningless
+    for the data set's `language` (`unmet_text`: `lowercase` on Chinese). Selecting
+    nothing is an error.
     """
     calls: list[MethodCall] = []
     skipped: list[str] = []
@@ -153,13 +191,16 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
                     skip(f"skipping {spec.name}: it needs a {need.value} ({need.parameter})")
                 elif unmet(spec, capabilities):
                     skip(unmet(spec, capabilities))
+                elif unmet_text(spec, language):
+                    skip(unmet_text(spec, language))
                 else:
                     calls.append(MethodCall(spec, dict(spec.defaults)))
             continue
         spec = METHODS.get(name)
         params = bind_params(f"method {name}", spec.defaults, raw)
-        if unmet(spec, capabilities):
-            skip(unmet(spec, capabilities))
+        why = unmet(spec, capabilities) or unmet_text(spec, language)
+        if why:
+            skip(why)
             continue
         missing = spec.needs - available
         if missing:

@@ -8,7 +8,8 @@ from pddkit.stats import Observation
 _TINY = 1e-12  # keeps the ratio finite if every lowercased token had probability 1
 
 
-@register_method("lowercase", needs=(Need.LOWERCASE,), paper="Carlini et al. 2021",
+@register_method("lowercase", needs=(Need.LOWERCASE,), text_requires=("letter_case",),
+                 paper="Carlini et al. 2021",
                  summary="-(mean L(text) / mean L(text.lower()))")
 def lowercase(obs: Observation) -> float:
     assert obs.lower is not None

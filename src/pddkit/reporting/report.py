@@ -11,7 +11,12 @@ import numpy as np
 from pddkit.errors import PddkitError
 from pddkit.reporting import plots
 from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
-from pddkit.reporting.run_tables import metrics_table, validation_table
+from pddkit.reporting.run_tables import (
+    blind_subset_warning,
+    metrics_table,
+    subset_table,
+    validation_table,
+)
 
 
 def load_results(out_dir: str | Path) -> tuple[dict, list[dict]]:
@@ -141,6 +146,12 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
         blocks.append(Notice((blind["message"],), kind="warn" if blind["warn"] else "ok",
                              id="blind-verdict"))
     blocks.append(metrics_table(results))
+    per_subset = subset_table(results)
+    if per_subset is not None:
+        warning = blind_subset_warning(results)
+        if warning:
+            blocks.append(Notice((warning,), kind="warn", id="blind-subsets"))
+        blocks.append(per_subset)
     validated = validation_table(results)
     if validated.rows:
         blocks.append(validated)

@@ -38,6 +38,63 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
                  mark="*" if terminal else " ▲", baseline=baseline, notes=notes, id="metrics")
 
 
+def subset_table(results: dict, terminal: bool = False) -> Table | None:
+    """Rows = methods; columns = the pooled AUC, then each subset's AUC (with 95% CIs in the
+    report), as the papers lay out per-domain and per-length tables; None without subsets.
+    A subset with one class shows no AUC. The blind row's subset columns are its own fits
+    within each subset."""
+    subsets = results.get("subsets") or {}
+    methods = {k: v for k, v in results["methods"].items() if v["metrics"]}
+    if not subsets or not methods:
+        return None
+    names = list(subsets)
+
+    def num(m: dict | None) -> Num:
+        if m is None:
+            return Num(None)
+        return Num(m["auc"], None if terminal else tuple(m["auc_ci"]))
+
+    rows = tuple((label, num(v["metrics"]), *(num((v.get("subsets") or {}).get(n)) for n in names))
+                 for label, v in methods.items())
+    baseline = frozenset(i for i, n in enumerate(methods) if n == "blind")
+    best = best_cells(rows, range(1, len(names) + 2), exclude=baseline)
+    sizes = ", ".join(f"{n} {c['members']}/{c['nonmembers']}" for n, c in subsets.items())
+    notes = [f"members/non-members per subset: {sizes}."]
+    for n, c in subsets.items():
+        if not c.get("auc_defined", True):
+            what = "members" if c["members"] else "non-members" if c["nonmembers"] else "no texts"
+            notes.append(f"{n} has {'' if what == 'no texts' else 'only '}{what}: no AUC (shown as "
+                         f"{'-' if terminal else '–'}).")
+    if "blind" in methods:
+        notes.append("blind: fitted within each subset (its own cross-validation on that "
+                     "subset's texts), so its column asks whether that subset alone separates "
+                     "members from non-members without a model.")
+    notes.append("* = best detection method in column (blind baseline excluded)." if terminal
+                  else "▲ best detection method in the column. Intervals: 95% percentile "
+                  "bootstrap.")
+    on = results.get("metrics_on", "all texts")
+    title = "AUC per subset" + ("" if on == "all texts" else f" ({on})")
+    return Table(header=("method", "AUC, all" if terminal else "AUC, all [95% CI]", *names),
+                 rows=rows, title=title + (":" if terminal else ""), best=best,
+                 mark="*" if terminal else " ▲", baseline=baseline, notes=tuple(notes),
+                 id="subsets")
+
+
+def blind_subset_warning(results: dict) -> str | None:
+    """One sentence naming the subsets where the blind baseline, fitted within the subset,
+    reaches the warning AUC; None when none does."""
+    from pddkit.evaluation.blind import WARN_AUC
+
+    per = (results.get("blind_baseline") or {}).get("subsets") or {}
+    hits = [f"{n} ({v['auc']:.3f})" for n, v in per.items() if v and v["warn"]]
+    if not hits:
+        return None
+    return (f"Warning: within subset{'s' if len(hits) > 1 else ''} {', '.join(hits)} the blind "
+            f"baseline (no model, fitted on that subset alone) reaches AUC >= {WARN_AUC:.2f}: "
+            "there members and non-members differ without any model, so the detection AUCs "
+            "there prove little.")
+
+
 def validation_table(results: dict) -> Table:
     """Per validated method: its default value and that value's test AUC, the value chosen
     on validation data and its test AUC, and the oracle (the best value on the test set)."""

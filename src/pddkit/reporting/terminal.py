@@ -15,12 +15,20 @@ from pddkit.reporting.table import Num, Table, to_text
 
 def metrics_table(result: RunResult) -> str:
     """Rows = methods; AUC with its 95% CI and TPR at 1/5/10% FPR; best per column marked *;
-    the blind baseline's verdict below."""
+    the blind baseline's verdict below; then, when the data set has subsets, the AUC per
+    subset beside the pooled one (and the blind baseline's warning per subset)."""
     if not result.metrics():
         return ""
-    lines = to_text(run_tables.metrics_table(result.to_dict(), terminal=True))
+    results = result.to_dict()
+    lines = to_text(run_tables.metrics_table(results, terminal=True))
     if result.blind is not None:
         lines.append(result.blind.sentence())
+    per_subset = run_tables.subset_table(results, terminal=True)
+    if per_subset is not None:
+        lines += ["", *to_text(per_subset)]
+        warning = run_tables.blind_subset_warning(results)
+        if warning:
+            lines.append(warning)
     return "\n".join(lines)
 
 

@@ -17,6 +17,12 @@ candidate only when it has that form too. In byte-level BPE the first word of a 
 (and a word right after a newline, quote or bracket, with no space before it) has no
 marker: a token without 'Ġ' there cannot be told from a subword piece, so such positions
 are not replaced (their candidates would be mostly pieces such as 'ing').
+
+Chinese (`language` zh) has no spaces between words: the words are `jieba`'s
+(`pip install pddkit[zh]`), a position is replaced when its token is exactly one whole
+jieba word of Han characters, and its candidates are the vocabulary's tokens made of Han
+characters (any word-start form: a character-level model such as bert-base-chinese offers
+single characters, a SentencePiece model whole words too).
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import NamedTuple
 
@@ -38,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "pddkit-neighbors/2"
 MIN_REST = 1e-12  # 1 - p_j(w_j) is clamped to at least this (a masked LM certain of w_j)
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
 
 
 class NeighborParams(NamedTuple):
@@ -103,6 +112,11 @@ class MaskModel:
             object.__setattr__(self, "word_key", _word_keys(self.tokenizer, self.rule,
                                                             _vocab_size(self.model, self.tokenizer)))
 
+    @cached_property
+    def han_key(self) -> np.ndarray:
+        """[V] like `word_key`, for Chinese: a key per token of Han characters only."""
+        return _han_keys(self.tokenizer, self.rule, _vocab_size(self.model, self.tokenizer))
+
 
 def _vocab_size(model, tokenizer) -> int:
     out = getattr(model, "get_output_embeddings", lambda: None)()
@@ -123,6 +137,24 @@ def _word_keys(tokenizer, rule: WordRule, vocab_size: int) -> np.ndarray:
         word = tokenizer.decode([i]).strip()
         if word.isalpha():
             keys[i] = index.setdefault(word.lower(), len(index))
+    return keys
+
+
+def _han_keys(tokenizer, rule: WordRule, vocab_size: int) -> np.ndarray:
+    """[V] key of each token that decodes to Han characters only (the same key for the
+    same characters in any word-start form); -1 for special tokens, WordPiece
+    continuation pieces ('##...') and anything else."""
+    keys = np.full(vocab_size, -1, dtype=np.int64)
+    special = set(tokenizer.all_special_ids)
+    ids = range(min(len(tokenizer), vocab_size))
+    tokens = tokenizer.convert_ids_to_tokens(list(ids))
+    index: dict[str, int] = {}
+    for i, t in zip(ids, tokens):
+        if i in special or t is None or (not rule.marks_start and t.startswith(rule.prefix)):
+            continue
+        word = tokenizer.decode([i]).strip()
+        if _HAN.fullmatch(word):
+            keys[i] = index.setdefault(word, len(index))
     return keys
 
 
@@ -153,9 +185,20 @@ def _seed(text: str, seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{text}".encode()).digest()[:8], "little")
 
 
+def chinese_words(text: str) -> set[tuple[int, int]]:
+    """(start, end) character offsets of the jieba words of `text` made of Han characters
+    only: the words a neighbour may replace in Chinese."""
+    from pddkit.data.builders.words import word_spans
+
+    return {(a, b) for a, b in word_spans(text, "zh") if _HAN.fullmatch(text[a:b])}
+
+
 def _word_positions(text: str, offsets: Sequence[tuple[int, int]], tokens: Sequence[str],
-                    rule: WordRule) -> list[int]:
-    """Token positions that cover one whole alphabetic word in the word-start form."""
+                    rule: WordRule, words: set[tuple[int, int]] | None = None) -> list[int]:
+    """Token positions that cover one whole alphabetic word in the word-start form; with
+    `words` (Chinese: `chinese_words`), those whose token is exactly one of them."""
+    if words is not None:
+        return [p for p, (s, e) in enumerate(offsets) if e > s and (s, e) in words]
     out = []
     for p, ((s, e), tok) in enumerate(zip(offsets, tokens)):
         if e <= s or not text[s:e].isalpha() or not rule.starts_word(tok):
@@ -214,24 +257,32 @@ def rank_pairs(probs, rest, original, word_key: np.ndarray, top_k: int) -> list[
 
 
 def neighbors_of(mm: MaskModel, text: str, n_neighbors: int = 25, top_k: int = 10,
-                 dropout: float = 0.7, seed: int = 0, source: str = "text") -> list[str]:
+                 dropout: float = 0.7, seed: int = 0, source: str = "text",
+                 language: str | None = None) -> list[str]:
     """The `n_neighbors` best single-word swaps of `text` (module docstring), best first;
-    deterministic for a seed. A text with fewer replaceable pairs gets fewer."""
+    deterministic for a seed. A text with fewer replaceable pairs gets fewer. `language`
+    zh finds the words with jieba."""
     import torch
+
+    from pddkit.data.builders.words import is_chinese
+
+    chinese = language is not None and is_chinese(language)
 
     tok = mm.tokenizer
     enc = tok(text, return_offsets_mapping=True, truncation=True)
     device = next(mm.model.parameters()).device
     ids = torch.tensor([enc["input_ids"]], device=device)  # [1, T]
     offsets = [tuple(o) for o in enc["offset_mapping"]]
-    positions = _word_positions(text, offsets, enc.tokens(), mm.rule)
+    positions = _word_positions(text, offsets, enc.tokens(), mm.rule,
+                                chinese_words(text) if chinese else None)
+    hint = " (for Chinese, a Chinese `mask_model` such as bert-base-chinese)" if chinese else ""
     if not positions:
-        raise PddkitError(f"{source} has no word the masked LM {mm.name} can replace")
+        raise PddkitError(f"{source} has no word the masked LM {mm.name} can replace{hint}")
     gen = torch.Generator().manual_seed(_seed(text, seed) % 2**63)
     probs, rest = _masked_probs(mm, ids, positions, dropout, gen)  # [P, V], [P]
     original = [enc["input_ids"][p] for p in positions]
     out, seen = [], set()
-    for _, r, cand in rank_pairs(probs, rest, original, mm.word_key, top_k):
+    for _, r, cand in rank_pairs(probs, rest, original, mm.han_key if chinese else mm.word_key, top_k):
         s, e = offsets[positions[r]]
         nb = text[:s] + tok.decode([cand]).strip() + text[e:]
         if nb not in seen:
@@ -240,16 +291,22 @@ def neighbors_of(mm: MaskModel, text: str, n_neighbors: int = 25, top_k: int = 1
         if len(out) == n_neighbors:
             break
     if not out:
-        raise PddkitError(f"{source} has no word the masked LM {mm.name} can replace")
+        raise PddkitError(f"{source} has no word the masked LM {mm.name} can replace{hint}")
     return out
 
 
 def generate(mm: MaskModel, texts: Sequence[str], names: Sequence[str], n_neighbors: int,
-             top_k: int, dropout: float, seed: int) -> tuple[list[list[str]], int]:
+             top_k: int, dropout: float, seed: int,
+             language: str | None = None) -> tuple[list[list[str]], int]:
     """Neighbours of every text, and how many texts were longer than the masked LM's
     context: their neighbours stay whole texts, but only words within its first
-    `model_max_length` tokens are replaced (counted and reported, not silent)."""
-    out = [neighbors_of(mm, t, n_neighbors, top_k, dropout, seed, source=n)
+    `model_max_length` tokens are replaced (counted and reported, not silent).
+    `language` zh finds the words with jieba (checked to be installed first)."""
+    from pddkit.data.builders.words import is_chinese, word_spans
+
+    if language is not None and is_chinese(language):
+        word_spans("", language)  # no jieba: one sentence now, not after the first text
+    out = [neighbors_of(mm, t, n_neighbors, top_k, dropout, seed, source=n, language=language)
            for t, n in progress.track(zip(texts, names), len(texts), "neighbours", "text")]
     limit = mm.tokenizer.model_max_length
     lengths = [len(ids) for ids in mm.tokenizer(list(texts), verbose=False)["input_ids"]]
@@ -286,12 +343,15 @@ class NeighborSets:
 
 
 def generate_sets(mm: MaskModel, texts: Sequence[str], names: Sequence[str],
-                  wanted: Mapping[NeighborParams, int]) -> tuple[NeighborSets, int]:
+                  wanted: Mapping[NeighborParams, int],
+                  language: str | None = None) -> tuple[NeighborSets, int]:
     """Neighbours for every parameter set in `wanted` (params -> largest n_neighbors),
-    and how many texts were longer than the masked LM's context."""
+    and how many texts were longer than the masked LM's context; `language` zh finds the
+    words with jieba."""
     out, cut = {}, 0
     for params, n in wanted.items():
-        out[params], cut = generate(mm, texts, names, n, params.top_k, params.dropout, params.seed)
+        out[params], cut = generate(mm, texts, names, n, params.top_k, params.dropout, params.seed,
+                                    language)
         out[params] = tuple(map(tuple, out[params]))
     return NeighborSets(out, dict(wanted), mm.name), cut
 
