@@ -1,9 +1,11 @@
 """The blind baseline of a run (evaluation/blind.py), computed on a CPU thread.
 
-It needs the texts and labels only, no model, so the engine starts it before the model
-passes and collects it after them: on a GPU it costs no wall time at all, on a CPU it
-fills the cores the forward pass leaves idle. Its scores are the same as computed inline
-(the classifier is seeded and runs on one thread).
+It needs the texts and labels only, no model, so where the model passes leave a CPU core
+idle (a GPU, a served model, a machine with many cores) the engine starts it before them
+and collects it after: it then costs no wall time. On a small CPU-only machine the
+forward pass uses every core and a thread beside it slows it by more than the baseline
+costs (measured: 2 cores, benchmarks/run_overhead.py), so it runs after the passes.
+Its scores are the same either way (the classifier is seeded and runs on one thread).
 """
 
 from __future__ import annotations
@@ -35,9 +37,13 @@ class BlindJob:
         self._thread = threading.Thread(target=self._work, name="pddkit-blind", daemon=True)
 
     @classmethod
-    def start(cls, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None) -> BlindJob:
+    def start(cls, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
+              background: bool | None = None) -> BlindJob:
+        """Begin now on a thread when `background` (default: `beside_the_passes(config)`),
+        else when `result` is asked for."""
         job = cls(dataset, config, test_idx)
-        job._thread.start()
+        if beside_the_passes(config) if background is None else background:
+            job._thread.start()
         return job
 
     def _work(self) -> None:
@@ -50,12 +56,31 @@ class BlindJob:
 
     def result(self, notices: list[str]) -> MethodResult | None:
         """The baseline's MethodResult (None when it could not be fitted: the reason is
-        added to `notices`); waits for the thread."""
+        added to `notices`); waits for the thread, or computes it now."""
+        if self._thread.ident is None:  # not started in the background
+            self._thread.start()
         self._thread.join()
         notices.extend(self._notices)
         if self._error is not None:
             raise self._error
         return self._result
+
+
+MANY_CORES = 8  # a CPU-only forward pass hardly misses one core out of this many
+
+
+def beside_the_passes(config: RunConfig) -> bool:
+    """Whether the model passes leave a core for the baseline: a served model, a GPU or
+    MPS device, or (device "auto" on an unknown machine, told without importing torch)
+    at least MANY_CORES cores."""
+    import os
+
+    if config.backend != "hf":
+        return True
+    device = str(config.device)
+    if device.startswith(("cuda", "mps", "xpu")):
+        return True
+    return device == "auto" and (os.cpu_count() or 1) >= MANY_CORES
 
 
 def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
