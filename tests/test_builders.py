@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli_helpers import run_cli, write_jsonl
+from conftest import SHARED, shared_path
 
 from pddkit.data import load_jsonl
 from pddkit.data.builders import BUILDERS, build, make
@@ -14,14 +15,21 @@ from pddkit.data.builders.words import word_spans, words
 from pddkit.errors import PddkitError
 from pddkit.sandbox.corpus import strip_gutenberg
 
-GUTENBERG = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "gutenberg"
+GUTENBERG = SHARED / "corpora" / "gutenberg"
 MEMBERS = [GUTENBERG / "Poe, Edgar Allan" / n for n in
            ("The Raven.txt", "The Cask of Amontillado.txt", "The Masque of the Red Death.txt")]
 NONMEMBERS = [GUTENBERG / "Doyle, Arthur Conan" / n for n in
               ("The Adventure of the Dying Detective.txt",
                "The Cabman's StoryThe Mysteries of a London 'Growler'.txt")]
-needs_books = pytest.mark.skipif(not all(p.is_file() for p in MEMBERS + NONMEMBERS),
-                                 reason="the shared Gutenberg books are not here")
+
+
+@pytest.fixture
+def shared_books():
+    """The shared books these tests cut: missing, a failure under CI, a skip elsewhere."""
+    return [shared_path(*p.relative_to(SHARED).parts) for p in MEMBERS + NONMEMBERS]
+
+
+needs_books = pytest.mark.usefixtures("shared_books")
 
 CHINESE = [
     "专利是一种受法律保护的发明创造，它确认发明人对其发明享有独占性的权利。本发明涉及一种用于"
@@ -268,3 +276,26 @@ def test_missing_jieba_is_one_sentence(monkeypatch):
     with pytest.raises(PddkitError, match=r"need jieba: `pip install pddkit\[zh\]`"):
         words("中文文本", "zh-CN")
     assert words("no jieba needed", "en") == ["no", "jieba", "needed"]
+
+
+@needs_books
+def test_a_built_dolma_book_runs_into_a_per_position_table(toy_world, tmp_path, capsys):
+    """Issue 11's finish line: `pddkit build dolma-book` on the shared books, then
+    `pddkit run` on its output, gives one AUC column per position."""
+    members, nonmembers = tmp_path / "members", tmp_path / "nonmembers"
+    for folder, books in ((members, MEMBERS), (nonmembers, NONMEMBERS)):
+        folder.mkdir()
+        for p in books:
+            (folder / p.name).write_bytes(p.read_bytes())
+    built = tmp_path / "dolma"
+    code, _, err = run_cli(capsys, "build", "dolma-book", "--members", members, "--nonmembers",
+                           nonmembers, "--words", "128", "--output", built)
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data",
+                             built / "data.jsonl", "--methods", "loss,zlib,mink", "--device", "cpu",
+                             "--bootstrap", "20", "--no-report", "--output", tmp_path / "run")
+    assert code == 0, err
+    assert "AUC per subset" in out and all(p in out for p in ("head", "middle", "tail"))
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert set(res["methods"]["loss"]["subsets"]) == {"head", "middle", "tail"}
+    assert set(res["blind_baseline"]["subsets"]) <= {"head", "middle", "tail"}
