@@ -85,6 +85,8 @@ def test_an_empty_label_cell_means_unlabelled_and_missing_columns_are_named(tmp_
     pq.write_table(pa.Table.from_pylist([{"body": "x"}]), tmp_path / "d.parquet")
     with pytest.raises(PddkitError, match="has no 'snippet' column; its columns are 'body'"):
         load_table(tmp_path / "d.parquet", Fields(text="snippet"))
+    with pytest.raises(PddkitError, match="has no 'is_member' label column; its columns are 'body'"):
+        load_table(tmp_path / "d.parquet", Fields(text="body", label="is_member"))
 
 
 def test_a_missing_path_and_an_offline_hub_id_are_one_sentence(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
 from pddkit.errors import PddkitError
 
+DEFAULT_LABEL = "label"
 LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
                  "non-member": 0, "non_member": 0}
 
@@ -28,7 +29,7 @@ class Fields:
     """Which column holds what. `text=None`: the first of "text", "input" present."""
 
     text: str | None = None
-    label: str = "label"
+    label: str = DEFAULT_LABEL
     id: str = "id"
     group: str = "group"
     subset: str = "subset"
@@ -45,10 +46,12 @@ class Fields:
         """A table whose header lacks the text column: one sentence naming the columns
         it has (the label column is optional: unlabelled data is scored)."""
         cols = list(columns)
+        have = ", ".join(map(repr, cols)) or "none"
         if self.text_key(dict.fromkeys(cols)) is None:
             raise PddkitError(f"{where} has no {self.describe_text()} column; its columns are "
-                              f"{', '.join(map(repr, cols)) or 'none'} (name the text column with "
-                              "`text_field`)")
+                              f"{have} (name the text column with `text_field`)")
+        if self.label != DEFAULT_LABEL and self.label not in cols:  # named, so wanted
+            raise PddkitError(f"{where} has no '{self.label}' label column; its columns are {have}")
 
 
 DEFAULT_FIELDS = Fields()
