@@ -1,0 +1,134 @@
+"""A score threshold chosen on labelled validation data and applied elsewhere, with the
+false-positive rate to expect stated (Shi et al. 2024, "Detecting pretraining data from
+large language models", case study on copyrighted books: the threshold that maximises
+accuracy on a validation set of known members and non-members).
+
+`Threshold("accuracy").fit(scores, labels).predict(new_scores)`; a text is called a
+member when its score is strictly above `threshold_` (SPEC section 1: higher = member).
+Rules: "accuracy" (the paper's choice; ties go to the higher threshold, the one with
+fewer false positives) or "fpr=X" (the lowest threshold whose validation FPR is at most
+X, i.e. the highest TPR at that FPR). Candidate thresholds lie midway between
+consecutive distinct validation scores, so a new text scoring exactly like a validation
+text is called what that text was called.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pddkit.errors import PddkitError
+
+
+def parse_rule(rule: str) -> tuple[str, float | None]:
+    """"accuracy" -> ("accuracy", None); "fpr=0.05" -> ("fpr", 0.05)."""
+    text = str(rule).strip().lower().replace(" ", "")
+    if text == "accuracy":
+        return "accuracy", None
+    if text.startswith("fpr="):
+        try:
+            target = float(text[4:])
+        except ValueError:
+            target = math.nan
+        if 0 < target < 1:
+            return "fpr", target
+    raise PddkitError(f"`threshold` must be 'accuracy' or 'fpr=X' with X between 0 and 1 "
+                      f"(e.g. fpr=0.05), not {rule!r}")
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval (95% by default) of a proportion k/n; (0, 1) when n is 0."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def require_both_classes(labels, what: str = "the validation data") -> tuple[int, int]:
+    """(members, non-members) among `labels`; one class only is one sentence."""
+    y = np.asarray(labels)
+    pos, neg = int((y == 1).sum()), int((y == 0).sum())
+    if pos + neg != y.size:
+        raise PddkitError(f"labels of {what} must be 1 (member) or 0 (non-member)")
+    if pos == 0 or neg == 0:
+        have = f"only members ({pos} texts)" if pos else f"only non-members ({neg} texts)"
+        raise PddkitError(f"{what} has {have}: choosing a threshold needs both members "
+                          "(label 1) and non-members (label 0)")
+    return pos, neg
+
+
+@dataclass(frozen=True)
+class ThresholdSummary:
+    """What a fitted Threshold found on validation, for results.json and reports."""
+
+    rule: str
+    threshold: float
+    val_auc: float
+    val_tpr: float
+    val_accuracy: float
+    expected_fpr: float  # the validation FPR: the rate expected for never-seen texts
+    expected_fpr_ci: tuple[float, float]  # its Wilson 95% interval
+    n_val: int
+    n_val_members: int
+    n_val_nonmembers: int
+
+
+class Threshold:
+    """Choose a threshold on validation scores (`fit`), apply it (`predict`)."""
+
+    def __init__(self, rule: str = "accuracy") -> None:
+        self.rule = rule
+        self.kind_, self.target_fpr_ = parse_rule(rule)
+
+    def fit(self, scores, labels) -> Threshold:
+        """Choose the threshold on `scores` (higher = member) with `labels` (1/0)."""
+        from sklearn.metrics import roc_auc_score
+
+        s = np.asarray(scores, dtype=float)
+        y = np.asarray(labels).astype(int)
+        if s.shape != y.shape or s.ndim != 1:
+            raise PddkitError(f"{s.size} validation scores but {y.size} labels")
+        if not np.all(np.isfinite(s)):
+            raise PddkitError("validation scores must be finite numbers")
+        pos, neg = require_both_classes(y)
+        values = np.unique(s)  # ascending
+        # candidate t_j: below the lowest score (all called members), midpoints, the highest
+        cands = np.r_[np.nextafter(values[0], -np.inf), (values[:-1] + values[1:]) / 2,
+                      values[-1]]
+        above = s[None, :] > cands[:, None]  # [C, N]
+        tpr = (above & (y == 1)).sum(1) / pos
+        fpr = (above & (y == 0)).sum(1) / neg
+        acc = ((above & (y == 1)).sum(1) + (~above & (y == 0)).sum(1)) / y.size
+        if self.kind_ == "accuracy":
+            j = int(np.flatnonzero(acc == acc.max())[-1])  # ties: the highest threshold
+        else:
+            j = int(np.flatnonzero(fpr <= self.target_fpr_ + 1e-12)[0])  # the lowest allowed
+        self.threshold_ = float(cands[j])
+        self.val_tpr_ = float(tpr[j])
+        self.expected_fpr_ = float(fpr[j])
+        self.val_accuracy_ = float(acc[j])
+        self.val_auc_ = float(roc_auc_score(y, s))
+        self.n_val_, self.n_val_members_, self.n_val_nonmembers_ = int(y.size), pos, neg
+        self.n_false_positives_ = int((above[j] & (y == 0)).sum())
+        return self
+
+    def predict(self, scores) -> np.ndarray:
+        """1 (member) where a score is strictly above the threshold, else 0."""
+        if not hasattr(self, "threshold_"):
+            raise PddkitError("the threshold is not fitted yet: call fit(scores, labels) first")
+        return (np.asarray(scores, dtype=float) > self.threshold_).astype(int)
+
+    def summary(self) -> ThresholdSummary:
+        self.predict([])  # fitted?
+        return ThresholdSummary(
+            rule=self.rule, threshold=self.threshold_, val_auc=self.val_auc_,
+            val_tpr=self.val_tpr_, val_accuracy=self.val_accuracy_,
+            expected_fpr=self.expected_fpr_,
+            expected_fpr_ci=wilson_interval(self.n_false_positives_, self.n_val_nonmembers_),
+            n_val=self.n_val_, n_val_members=self.n_val_members_,
+            n_val_nonmembers=self.n_val_nonmembers_)

@@ -1,0 +1,325 @@
+"""Copyrighted-book audit (Shi et al. 2024, "Detecting pretraining data from large
+language models", case study "detecting copyrighted books"): a threshold on one method's
+score is chosen on labelled validation texts (known members vs never-seen texts), then
+each audited book's contamination rate is the share of its random snippets scoring above
+it, with a Wilson 95% interval, beside the rate expected for a never-seen book (the
+validation false-positive rate).
+
+Snippets are `words`-word spans cut at word offsets from the book's text (Project
+Gutenberg header and licence stripped; spacing and newlines kept), at seeded random
+positions that never overlap, so each snippet is separate evidence (the interval treats
+them as independent trials). A book with room for fewer than `snippets` such spans gets
+as many as fit, and says so; a book shorter than one snippet is skipped and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import re
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pddkit.errors import PddkitError
+from pddkit.evaluation.thresholds import (
+    Threshold,
+    ThresholdSummary,
+    parse_rule,
+    require_both_classes,
+    wilson_interval,
+)
+from pddkit.studies import register_study
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Book:
+    name: str
+    text: str  # headers stripped
+    source: str
+
+
+@dataclass(frozen=True)
+class Snippet:
+    book: str
+    index: int
+    start_word: int
+    text: str
+
+
+@dataclass(frozen=True)
+class BookRate:
+    """One audited book: `above` of its `snippets` scored above the threshold."""
+
+    book: str
+    words: int
+    snippets: int
+    above: int
+    rate: float
+    ci_low: float
+    ci_high: float
+    flagged: bool  # interval entirely above the never-seen rate's interval
+
+
+@dataclass(frozen=True)
+class SkippedBook:
+    book: str
+    words: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    method: str
+    threshold: ThresholdSummary
+    books: tuple[BookRate, ...]  # ranked: highest rate first
+    skipped: tuple[SkippedBook, ...]
+    snippets: tuple[Snippet, ...]
+    scores: tuple[float, ...]  # one per snippet
+    verdict: str
+    config: dict
+    counts: dict
+    models: dict = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"study": "audit", "config": self.config, "method": self.method,
+                "validation": asdict(self.threshold), "verdict": self.verdict,
+                "books": [asdict(b) for b in self.books],
+                "skipped": [asdict(s) for s in self.skipped], "counts": self.counts,
+                "models": self.models, "notices": list(self.notices)}
+
+    def write(self, out_dir: str | Path, report: bool = True) -> Path:
+        """results.json, books.csv (ranked), snippets.jsonl (each snippet's score) and,
+        with `report`, report.html + report.md with their figures."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        with (out / "books.csv").open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["rank", "book", "words", "snippets", "above", "rate", "ci_low",
+                        "ci_high", "expected_fpr", "flagged"])
+            for i, b in enumerate(self.books, 1):
+                w.writerow([i, b.book, b.words, b.snippets, b.above, f"{b.rate:.4f}",
+                            f"{b.ci_low:.4f}", f"{b.ci_high:.4f}",
+                            f"{self.threshold.expected_fpr:.4f}", int(b.flagged)])
+        with (out / "snippets.jsonl").open("w") as fh:
+            for s, score in zip(self.snippets, self.scores):
+                fh.write(json.dumps({"book": s.book, "index": s.index, "start_word": s.start_word,
+                                     "score": score,
+                                     "member": int(score > self.threshold.threshold)}) + "\n")
+        if report:
+            from pddkit.reporting.audit_report import write_audit_report
+
+            write_audit_report(out)
+        return out
+
+
+def load_books(books: str | Path) -> list[Book]:
+    """A folder of .txt books (searched recursively; name = path without .txt), one .txt
+    file, or a JSONL file with `book` and `text` (rows of one book joined in order)."""
+    path = Path(books)
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+        if not files:
+            raise PddkitError(f"`books` folder {path} holds no .txt files")
+        return [Book(f.relative_to(path).with_suffix("").as_posix(), _strip(f.read_text(
+            encoding="utf-8", errors="replace")), str(f)) for f in files]
+    if not path.is_file():
+        raise PddkitError(f"`books` {path} does not exist")
+    if path.suffix.lower() == ".txt":
+        return [Book(path.stem, _strip(path.read_text(encoding="utf-8", errors="replace")),
+                     str(path))]
+    parts: dict[str, list[str]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PddkitError(f"{path} line {n} is not JSON ({e.msg})") from None
+        if (not isinstance(row, dict) or not isinstance(row.get("text"), str)
+                or not isinstance(row.get("book"), (str, int))):
+            raise PddkitError(f"{path} line {n} needs a 'book' name and a 'text' string")
+        parts.setdefault(str(row["book"]), []).append(row["text"])
+    if not parts:
+        raise PddkitError(f"`books` file {path} holds no books")
+    return [Book(name, _strip("\n\n".join(texts)), str(path)) for name, texts in parts.items()]
+
+
+def _strip(text: str) -> str:
+    from pddkit.sandbox.corpus import strip_gutenberg
+
+    return strip_gutenberg(text)
+
+
+def cut_snippets(book: Book, snippets: int, words: int, seed: int) -> list[Snippet]:
+    """Up to `snippets` non-overlapping `words`-word spans of `book` at seeded random
+    positions (uniform over all such placements), in book order; [] when it is shorter
+    than one span. The seed is mixed with the book's name: adding a book changes no
+    other book's snippets."""
+    spans = [m.span() for m in re.finditer(r"\S+", book.text)]
+    n = len(spans) // words
+    if n == 0:
+        return []
+    k = min(snippets, n)
+    rng = np.random.default_rng([seed, zlib.crc32(book.name.encode("utf-8"))])
+    slack = len(spans) - k * words
+    gaps = np.sort(rng.integers(0, slack + 1, size=k))  # sorted offsets -> no overlap
+    starts = [int(g) + i * words for i, g in enumerate(gaps)]
+    return [Snippet(book.name, i, s, book.text[spans[s][0]:spans[s + words - 1][1]])
+            for i, s in enumerate(starts)]
+
+
+def _validation(val_data, val_benchmark, data_dir, on_invalid):
+    from pddkit.data import load_table
+    from pddkit.data.benchmarks import load_benchmark
+
+    if val_data is not None:
+        dataset = load_table(val_data, on_invalid=on_invalid)
+    else:
+        dataset = load_benchmark(val_benchmark, data_dir, on_invalid)
+    if not dataset.labelled:
+        raise PddkitError(f"validation data {dataset.name} has no labels: the threshold is "
+                          "chosen on known members (1) and non-members (0)")
+    require_both_classes(dataset.labels, f"validation data {dataset.name}")
+    return dataset
+
+
+def _verdict(books: list[BookRate], th: ThresholdSummary, skipped: int) -> str:
+    exp = f"{100 * th.expected_fpr:.0f}%"
+    flagged = [b for b in books if b.flagged]
+    verb = "shows" if len(flagged) == 1 else "show"
+    lines = [f"Of {len(books)} books audited, {len(flagged)} {verb} clearly more passages that "
+             f"look like training text than a book the model never saw would (about {exp} of "
+             "its passages)."]
+    if flagged:
+        top = books[0]
+        lines.append(f"The highest is {top.book}: {100 * top.rate:.0f}% of its "
+                     f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
+                     f"{100 * top.ci_high:.0f}%).")
+    quality = ("reliable" if th.val_auc >= 0.8 else "weak" if th.val_auc >= 0.6
+               else "no better than chance")
+    lines.append(f"On validation texts of known status the method was {quality} (AUC "
+                 f"{th.val_auc:.2f}; it caught {100 * th.val_tpr:.0f}% of known training "
+                 "texts).")
+    if skipped:
+        lines.append(f"{skipped} books were too short for one passage and were not audited.")
+    lines.append("A high rate is statistical evidence that a book was in the training data, "
+                 "not proof.")
+    return " ".join(lines)
+
+
+@register_study("audit", "Which books was the model trained on? Per-book contamination rates",
+                "Shi et al. 2024 (Min-K% Prob), copyrighted books")
+def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str | None = None,
+                val_benchmark: str | None = None, data_dir: str | None = None,
+                snippets: int = 100, words: int = 512, threshold: str = "accuracy",
+                seed: int = 0, tokenizer=None, ref_model: str | None = None,
+                freq: str | None = None, backend: str = "hf", api_base: str | None = None,
+                api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
+                cache: str | None = None, batch_size: int | str = 8,
+                max_length: int | None = None, padding_side: str = "right",
+                device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
+                local_files_only: bool = False, on_invalid: str = "error") -> AuditResult:
+    """Audit `books` (a folder of .txt, a .txt or a JSONL with `book`, `text`) for
+    membership in `model`'s training data with one `method` (Shi et al. 2024: Min-K%,
+    100 snippets of 512 words per book, the accuracy-maximising threshold). `model` is a
+    path or hub id, a LoadedModel, a Backend, or a loaded HF model with `tokenizer`."""
+    from pddkit.api import _model, _name
+    from pddkit.data.overlap import without_overlap
+    from pddkit.data.samples import Sample, make_dataset
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
+
+    for name, value in (("snippets", snippets), ("words", words)):
+        if not isinstance(value, int) or value < 1:
+            raise PddkitError(f"`{name}` must be a whole number of at least 1, not {value!r}")
+    parse_rule(threshold)
+    if (val_data is None) == (val_benchmark is None):
+        raise PddkitError("give exactly one of `val_data` (a labelled table) and "
+                          "`val_benchmark` (e.g. bookmia) to choose the threshold on")
+    if method.strip().lower() == "all" or "," in method:
+        raise PddkitError(f"`method` names one method (e.g. mink or mink:k=0.1), not {method!r}")
+    cut, skipped, lengths = [], [], {}
+    for book in load_books(books):
+        lengths[book.name] = len(book.text.split())
+        got = cut_snippets(book, snippets, words, seed)
+        if not got:
+            skipped.append(SkippedBook(book.name, lengths[book.name],
+                                       f"shorter than one {words}-word snippet"))
+            continue
+        if len(got) < snippets:
+            logger.info("%s: %d words hold %d non-overlapping %d-word snippets, not %d",
+                        book.name, lengths[book.name], len(got), words, snippets)
+        cut.append(got)
+    if not cut:
+        longest = max(lengths.values())
+        raise PddkitError(f"none of the {len(lengths)} books holds one {words}-word snippet "
+                          f"(the longest has {longest} words): lower `words`")
+    snips = [s for got in cut for s in got]
+    samples = [Sample(id=f"book:{s.book}:{s.index}", text=s.text, source=f"{s.book} snippet "
+                      f"{s.index}") for s in snips]
+    val = _validation(val_data, val_benchmark, data_dir, on_invalid)
+    under_test = make_dataset("book snippets", samples, [])
+    val = without_overlap(val, under_test, f"validation data {val.name}", on_invalid,
+                          "the book snippets")
+    require_both_classes(val.labels, f"validation data {val.name}")
+    samples += [Sample(id=f"val:{i}", text=s.text, source=s.source or f"validation text {i}")
+                for i, s in enumerate(val.samples)]
+    named_tokenizer = tokenizer if isinstance(tokenizer, str) else None  # the API backend's
+    target = _model(model, None if named_tokenizer else tokenizer, "model")
+    config = RunConfig(model=_name(target), methods=method, ref_model=ref_model, freq=freq,
+                       backend=backend, api_base=api_base, api_key_env=api_key_env,
+                       revision=revision, tokenizer=named_tokenizer, cache=cache,
+                       batch_size=batch_size, max_length=max_length,
+                       padding_side=padding_side, device=device, dtype=dtype,
+                       trust_remote_code=trust_remote_code, local_files_only=local_files_only,
+                       n_bootstrap=0, seed=seed, blind=False, on_invalid=on_invalid)
+    run = run_dataset(make_dataset("audit", samples, []), config,
+                      model=None if isinstance(target, str) else target)
+    if len(run.methods) != 1:
+        raise PddkitError(f"`method` {method!r} gives {len(run.methods)} scores "
+                          f"({', '.join(m.label for m in run.methods)}); name exactly one")
+    scores = np.asarray(run.methods[0].scores, dtype=float)
+    n = len(snips)
+    fitted = Threshold(threshold).fit(scores[n:], val.labels)
+    th = fitted.summary()
+    member = fitted.predict(scores[:n])
+    rates, at = [], 0
+    for got in cut:
+        k = int(member[at:at + len(got)].sum())
+        lo, hi = wilson_interval(k, len(got))
+        rates.append(BookRate(got[0].book, lengths[got[0].book], len(got), k, k / len(got),
+                              lo, hi, flagged=lo > th.expected_fpr_ci[1]))
+        at += len(got)
+    rates.sort(key=lambda b: (-b.rate, -b.ci_low, b.book))
+    short = sum(len(g) < snippets for g in cut)
+    notices = list(run.notices)
+    if short:
+        notices.append(f"{short} of {len(cut)} books hold fewer than {snippets} "
+                       f"non-overlapping {words}-word snippets and gave as many as fit")
+    if skipped:
+        notices.append(f"{len(skipped)} books shorter than one {words}-word snippet were "
+                       "skipped: " + ", ".join(s.book for s in skipped[:5])
+                       + (", ..." if len(skipped) > 5 else ""))
+    cfg = {"model": config.model, "method": method, "method_resolved": run.methods[0].label,
+           "books": str(books), "val_data": None if val_data is None else str(val_data),
+           "val_benchmark": val_benchmark, "data_dir": data_dir, "snippets": snippets,
+           "words": words, "threshold": threshold, "seed": seed,
+           "engine": {k: v for k, v in run.config.items()
+                      if k in ("batch_size", "max_length", "device", "dtype", "ref_model",
+                               "freq", "backend", "cache", "revision")}}
+    counts = {"books": len(lengths), "audited": len(cut), "skipped": len(skipped),
+              "snippets": n, "books_with_fewer_snippets": short, "validation_texts": len(val.samples),
+              "validation_left_out": len(val.skipped), "truncated": run.counts.get("truncated", {})}
+    return AuditResult(method=run.methods[0].label, threshold=th, books=tuple(rates),
+                       skipped=tuple(skipped), snippets=tuple(snips),
+                       scores=tuple(map(float, scores[:n])),
+                       verdict=_verdict(rates, th, len(skipped)), config=cfg, counts=counts,
+                       models=dict(run.models), notices=tuple(notices))

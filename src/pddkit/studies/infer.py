@@ -1,0 +1,379 @@
+"""Dataset inference (Maini et al. 2024, "LLM Dataset Inference: Did you train on my
+dataset?"): was a whole set of texts (the suspect set) in the model's training data? One
+engine pass scores the suspect texts and texts of the same distribution known to be unseen
+(the reference set) with many membership features; a linear classifier fitted on one half
+of each set scores the other halves, and a one-sided Welch t-test asks whether suspect
+texts score higher. A false-positive check runs the same test on two halves of the
+reference set, where no difference should be found.
+
+`compare_sets` and `false_positive_test` work on feature matrices alone (milliseconds), so
+the statistics can be rerun for many seeds on features computed once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from os import PathLike
+from pathlib import Path
+
+import numpy as np
+
+from pddkit.data.samples import Dataset, Sample, make_dataset
+from pddkit.errors import PddkitError
+from pddkit.studies import register_study
+
+logger = logging.getLogger(__name__)
+
+K_VALUES = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # Min-K% and Max-K% fractions
+CLIP = 0.025  # each feature is clipped to its suspect quantiles [CLIP, 1 - CLIP]
+MIN_PER_HALF = 4  # texts per half of a set: one half fits the classifier, one is tested
+PAPER = "Maini et al. 2024"
+
+
+@dataclass(frozen=True)
+class FeatureMatrix:
+    """Membership features (columns `names`, higher = more member-like) of each set's texts."""
+
+    names: tuple[str, ...]
+    suspect: np.ndarray  # [n_suspect, F]
+    reference: np.ndarray  # [n_reference, F]
+
+
+@dataclass(frozen=True)
+class SetTest:
+    """One dataset-inference test: classifier weights (on z-scored features), the Welch
+    t-test of the held-out halves' scores (suspect > reference), and those scores."""
+
+    p_value: float
+    t_statistic: float
+    weights: dict[str, float]
+    intercept: float
+    gaps: dict[str, float]  # per feature: suspect mean - reference mean, in suspect std units
+    n_fit: tuple[int, int]  # (suspect, reference) texts the classifier was fitted on
+    n_test: tuple[int, int]  # (suspect, reference) texts the t-test compares
+    suspect_scores: np.ndarray = field(repr=False)  # classifier log-odds of the tested halves
+    reference_scores: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict:
+        return {"p_value": self.p_value, "t_statistic": self.t_statistic,
+                "weights": self.weights, "intercept": self.intercept, "gaps": self.gaps,
+                "n_fit": {"suspect": self.n_fit[0], "reference": self.n_fit[1]},
+                "n_test": {"suspect": self.n_test[0], "reference": self.n_test[1]},
+                "scores": {"suspect": self.suspect_scores.tolist(),
+                           "reference": self.reference_scores.tolist()}}
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """The test's p-value when only the first `n` texts of each (shuffled) set are used."""
+
+    n: int
+    p_value: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The test, the false-positive check (None when not asked for), p-value against the
+    number of texts for both, and the verdict."""
+
+    test: SetTest
+    check: SetTest | None
+    curve: tuple[CurvePoint, ...]
+    check_curve: tuple[CurvePoint, ...]
+    alpha: float
+    used_in_training: bool
+    verdict: str
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    """What `infer_dataset` found, with everything results.json records."""
+
+    decision: Decision
+    features: FeatureMatrix
+    config: dict
+    models: dict
+    notices: tuple[str, ...]
+    counts: dict
+    timings: dict
+
+    @property
+    def p_value(self) -> float:
+        return self.decision.test.p_value
+
+    @property
+    def verdict(self) -> str:
+        return self.decision.verdict
+
+    def to_dict(self) -> dict:
+        from pddkit.version import __version__
+
+        d = self.decision
+        return {
+            "study": "infer", "paper": PAPER, "pddkit_version": __version__,
+            "verdict": d.verdict, "used_in_training": d.used_in_training, "alpha": d.alpha,
+            "p_value": d.test.p_value,
+            "false_positive_check_p_value": None if d.check is None else d.check.p_value,
+            "n": {"suspect": int(self.features.suspect.shape[0]),
+                  "reference": int(self.features.reference.shape[0])},
+            "features": list(self.features.names),
+            "test": d.test.to_dict(),
+            "false_positive_check": None if d.check is None else d.check.to_dict(),
+            "p_value_curve": [asdict(p) for p in d.curve],
+            "false_positive_check_curve": [asdict(p) for p in d.check_curve],
+            "configuration": self.config, "models": self.models, "notices": list(self.notices),
+            "counts": self.counts, "timings_s": self.timings,
+        }
+
+    def write(self, out_dir: str | Path) -> Path:
+        """results.json, report.html, report.md and their figures in `out_dir` (made
+        ready with output_dir.prepare first); returns the folder."""
+        from pddkit.reporting.infer_report import write_infer_report
+
+        out = Path(out_dir)
+        data = _finite(self.to_dict())
+        (out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+        write_infer_report(out, data)
+        return out
+
+
+def normalise(suspect: np.ndarray, reference: np.ndarray,
+              clip: float = CLIP) -> tuple[np.ndarray, np.ndarray]:
+    """Both sets' features clipped to the suspect set's [clip, 1 - clip] quantiles, then
+    z-scored with the clipped suspect set's mean and standard deviation (a constant
+    feature: divided by 1)."""
+    S = np.asarray(suspect, dtype=np.float64)
+    R = np.asarray(reference, dtype=np.float64)
+    lo, hi = np.quantile(S, [clip, 1 - clip], axis=0)
+    S, R = np.clip(S, lo, hi), np.clip(R, lo, hi)
+    mean, std = S.mean(axis=0), S.std(axis=0)
+    std = np.where(std > 1e-12, std, 1.0)
+    return (S - mean) / std, (R - mean) / std
+
+
+def require_sizes(n_suspect: int, n_reference: int, false_positive_check: bool) -> None:
+    """One sentence when a set is too small to be cut into two halves of MIN_PER_HALF."""
+    need = 2 * MIN_PER_HALF
+    if n_suspect < need or n_reference < need:
+        raise PddkitError(
+            f"dataset inference needs at least {need} suspect and {need} reference texts (two "
+            f"halves of {MIN_PER_HALF}: one fits the classifier, one is tested), but got "
+            f"{n_suspect} suspect and {n_reference} reference texts")
+    if false_positive_check and n_reference < 2 * need:
+        raise PddkitError(
+            f"the false-positive check splits the {n_reference} reference texts into two sets "
+            f"of at least {need} each, so it needs {2 * need}; give more reference texts or "
+            "`false_positive_check=False`")
+
+
+def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str], seed: int = 0,
+                 n: int | None = None) -> SetTest:
+    """Maini et al.'s test on feature matrices: each set shuffled (seeded) and cut to its
+    first `n` texts (all by default); features clipped and z-scored (`normalise`); a
+    logistic regression fitted on the first half of each set (suspect 1, reference 0)
+    scores the second halves; one-sided Welch t-test that suspect scores are higher. The
+    classifier learns whichever direction separates the sets, so any difference counts: the
+    premise is that the reference set comes from the suspect set's distribution; `gaps`
+    show per feature whether the suspect texts look more familiar (positive) or less."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(seed)
+    S = np.asarray(suspect, dtype=np.float64)[rng.permutation(len(suspect))][:n]
+    R = np.asarray(reference, dtype=np.float64)[rng.permutation(len(reference))][:n]
+    require_sizes(len(S), len(R), False)
+    S, R = normalise(S, R)
+    hs, hr = len(S) // 2, len(R) // 2
+    X = np.vstack([S[:hs], R[:hr]])
+    y = np.r_[np.ones(hs), np.zeros(hr)].astype(int)
+    # L2, C = 1 (scikit-learn's default); Newton steps: exact for a few dozen features and far
+    # faster than lbfgs here, which matters when the test is rerun for many seeds
+    clf = LogisticRegression(solver="newton-cholesky", max_iter=200).fit(X, y)
+    s_scores, r_scores = clf.decision_function(S[hs:]), clf.decision_function(R[hr:])
+    t, p = welch_greater(s_scores, r_scores)
+    return SetTest(p_value=p, t_statistic=t,
+                   weights={k: float(w) for k, w in zip(names, clf.coef_[0])},
+                   intercept=float(clf.intercept_[0]),
+                   gaps={k: float(g) for k, g in zip(names, S.mean(axis=0) - R.mean(axis=0))},
+                   n_fit=(hs, hr), n_test=(len(S) - hs, len(R) - hr),
+                   suspect_scores=s_scores, reference_scores=r_scores)
+
+
+def welch_greater(suspect_scores: np.ndarray, reference_scores: np.ndarray) -> tuple[float, float]:
+    """(t, p) of the one-sided Welch t-test that suspect scores are higher; p = 1 when
+    neither set's scores vary (no evidence of a difference)."""
+    from scipy.stats import ttest_ind
+
+    if np.ptp(suspect_scores) == 0 and np.ptp(reference_scores) == 0:
+        return 0.0, 1.0
+    t, p = ttest_ind(suspect_scores, reference_scores, equal_var=False, alternative="greater")
+    return (float(t), float(p)) if np.isfinite(p) else (0.0, 1.0)
+
+
+def split_reference(reference: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The reference set shuffled (seeded) and cut into two halves: a pretend suspect set
+    and a pretend reference set, neither of them trained on."""
+    R = np.asarray(reference)[np.random.default_rng(seed).permutation(len(reference))]
+    return R[:len(R) // 2], R[len(R) // 2:]
+
+
+def false_positive_test(reference: np.ndarray, names: Sequence[str], seed: int = 0,
+                        n: int | None = None) -> SetTest:
+    """The false-positive check: `compare_sets` on two halves of the reference set."""
+    a, b = split_reference(reference, seed)
+    return compare_sets(a, b, names, seed, n)
+
+
+def curve_sizes(n_max: int) -> list[int]:
+    """Texts per set for the p-value curve: about ten sizes, evenly spaced on a log scale,
+    from 2 * MIN_PER_HALF to `n_max`."""
+    lo = 2 * MIN_PER_HALF
+    if n_max < lo:
+        return []
+    return sorted({round(float(x)) for x in np.geomspace(lo, n_max, 10)} | {n_max})
+
+
+def decide(features: FeatureMatrix, alpha: float = 0.05, false_positive_check: bool = True,
+           seed: int = 0) -> Decision:
+    """The test, the false-positive check, p-value curves and the verdict, from features."""
+    if not 0 < alpha < 1:
+        raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
+    S, R, names = features.suspect, features.reference, features.names
+    require_sizes(len(S), len(R), false_positive_check)
+    test = compare_sets(S, R, names, seed)
+    curve = tuple(CurvePoint(n, compare_sets(S, R, names, seed, n).p_value)
+                  for n in curve_sizes(max(len(S), len(R))))
+    check, check_curve = None, ()
+    if false_positive_check:
+        check = false_positive_test(R, names, seed)
+        check_curve = tuple(CurvePoint(n, false_positive_test(R, names, seed, n).p_value)
+                            for n in curve_sizes(len(R) - len(R) // 2))
+    used = test.p_value < alpha and (check is None or check.p_value >= alpha)
+    return Decision(test, check, curve, check_curve, alpha, used,
+                    verdict_sentence(test.p_value, None if check is None else check.p_value, alpha))
+
+
+def verdict_sentence(p: float, check_p: float | None, alpha: float) -> str:
+    """The verdict for a non-specialist."""
+    ps = f"p = {p:.2g}"
+    if p < alpha and check_p is not None and check_p < alpha:
+        return (f"Inconclusive: the model treats the suspect texts differently from the reference "
+                f"texts ({ps}), but it also separates two halves of the reference set, which it "
+                f"never saw (p = {check_p:.2g}), so the difference may come from the texts "
+                "themselves rather than from training; use a larger reference set drawn from the "
+                "same source as the suspect texts.")
+    if p < alpha:
+        check = ("" if check_p is None else
+                 f", and two halves of the reference set show no such difference (p = {check_p:.2g})")
+        return (f"Used in training: the model treats the suspect texts as familiar, unlike "
+                f"comparable texts it never saw ({ps}, below the {alpha:g} threshold){check}. "
+                "This assumes the reference texts come from the same source as the suspect texts.")
+    return (f"No evidence of training on the suspect texts: the model does not treat them "
+            f"differently from comparable texts it never saw ({ps}, not below the {alpha:g} "
+            "threshold). This does not prove they were not used; more texts make the test "
+            "more sensitive.")
+
+
+def feature_methods(ref_model: bool, freq: bool) -> str:
+    """The engine's methods string for the features (one statistics pass, plus the reference
+    model's when `ref_model`)."""
+    ks = [f"{m}:k={k}" for m in ("mink", "maxk", "minkpp") for k in K_VALUES]
+    return ",".join(["loss", "zlib", *ks, "surp", *(["dcpdd"] if freq else []),
+                     *(["ref"] if ref_model else [])])
+
+
+def _as_dataset(texts, role: str, text_field: str | None) -> Dataset:
+    """A table file (or folder, or hub id) read with data.load_table, a Dataset, or texts."""
+    if isinstance(texts, Dataset):
+        return texts
+    if isinstance(texts, (str, PathLike)):
+        from pddkit.data.records import Fields
+        from pddkit.data.tables import load_table
+
+        return load_table(texts, fields=Fields(text=text_field), name=f"{role} {texts}")
+    samples = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise PddkitError(f"{role} text {i} is empty, whitespace only or not a string")
+        samples.append(Sample(id=str(i), text=t, source=f"{role} text {i}"))
+    return make_dataset(role, samples, [])
+
+
+def _shared(suspect: Dataset, reference: Dataset) -> int:
+    from pddkit.data.overlap import normalise as fold
+
+    ref = {fold(s.text) for s in reference.samples}
+    return sum(fold(s.text) in ref for s in suspect.samples)
+
+
+@register_study("infer", "Did the model train on this set of texts? A p-value (dataset inference)",
+                PAPER)
+def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None = None,
+                  alpha: float = 0.05, false_positive_check: bool = True, seed: int = 0,
+                  text_field: str | None = None, cache: str | None = None,
+                  batch_size: int | str = 8, max_length: int | None = None,
+                  device: str = "auto", dtype: str = "auto", revision: str | None = None,
+                  trust_remote_code: bool = False, local_files_only: bool = False) -> InferenceResult:
+    """Maini et al. 2024's dataset inference: `suspect` and `reference` (texts, a Dataset,
+    or a table file read with `text_field`) scored in one engine run under `model` (a path,
+    hub id, Backend or LoadedModel); `ref_model` and `freq` add the `ref` and `dcpdd`
+    features. The verdict says "used in training" only when the test's p-value is below
+    `alpha` and the false-positive check's is not."""
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
+
+    t0 = time.perf_counter()
+    if not 0 < alpha < 1:
+        raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
+    sus, ref = _as_dataset(suspect, "suspect", text_field), _as_dataset(reference, "reference", text_field)
+    shared = _shared(sus, ref)
+    if shared:
+        raise PddkitError(f"{shared} of the {len(sus.samples)} suspect texts also occur among "
+                          f"the {len(ref.samples)} reference texts (after folding whitespace); "
+                          "the reference set must hold texts the model never saw")
+    require_sizes(len(sus.samples), len(ref.samples), false_positive_check)
+    samples = [Sample(id=f"{role}:{s.id}", text=s.text, source=s.source)
+               for role, d in (("suspect", sus), ("reference", ref)) for s in d.samples]
+    both = make_dataset("suspect + reference", samples, [],
+                        meta={k: v for k, v in sus.meta.items() if k == "language"})
+    cfg = RunConfig(model=model if isinstance(model, str) else getattr(model, "name", str(model)),
+                    methods=feature_methods(ref_model is not None, freq is not None),
+                    ref_model=ref_model if isinstance(ref_model, str) or ref_model is None
+                    else getattr(ref_model, "name", str(ref_model)),
+                    freq=freq, cache=cache, batch_size=batch_size, max_length=max_length,
+                    device=device, dtype=dtype, revision=revision,
+                    trust_remote_code=trust_remote_code, local_files_only=local_files_only,
+                    n_bootstrap=0, seed=seed, blind=False)
+    run = run_dataset(both, cfg, model=None if isinstance(model, str) else model,
+                      ref_model=None if ref_model is None or isinstance(ref_model, str) else ref_model)
+    scores = run.scores()
+    names = tuple(scores)
+    X = np.column_stack([scores[k] for k in names])
+    n_s = len(sus.samples)
+    features = FeatureMatrix(names, X[:n_s], X[n_s:])
+    t1 = time.perf_counter()
+    decision = decide(features, alpha, false_positive_check, seed)
+    logger.info("dataset inference: p = %.3g (%d suspect, %d reference texts, %d features)",
+                decision.test.p_value, n_s, len(ref.samples), len(names))
+    config = {"model": cfg.model, "suspect": sus.name, "reference": ref.name,
+              "ref_model": cfg.ref_model, "freq": freq, "alpha": alpha,
+              "false_positive_check": false_positive_check, "seed": seed, "clip": CLIP,
+              "methods": cfg.methods, "batch_size": batch_size, "max_length": max_length,
+              "device": device, "dtype": dtype, "cache": cache}
+    return InferenceResult(decision, features, config, run.models, run.notices,
+                           {"suspect": n_s, "reference": len(ref.samples),
+                            "truncated": run.counts.get("truncated", {})},
+                           {"scoring": t1 - t0, "statistics": time.perf_counter() - t1})
+
+
+def _finite(x):
+    """NaN and inf as None, for strict JSON."""
+    if isinstance(x, float):
+        return x if np.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x

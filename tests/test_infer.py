@@ -1,0 +1,334 @@
+"""Dataset inference (Maini et al. 2024): the statistics on synthetic feature matrices, the
+ground truth on a tiny model trained on member texts, `pddkit infer` end to end and its
+bad input."""
+
+import csv
+import json
+import random
+import re
+import subprocess
+
+import numpy as np
+import pytest
+from cli_helpers import run_cli, write_jsonl
+from conftest import assert_no_shared_runs, shared_path
+
+from pddkit.errors import PddkitError
+from pddkit.methods.maxk import maxk_grid, mean_of_highest
+from pddkit.studies import STUDIES
+from pddkit.studies.infer import (
+    CLIP,
+    FeatureMatrix,
+    compare_sets,
+    curve_sizes,
+    decide,
+    false_positive_test,
+    feature_methods,
+    infer_dataset,
+    normalise,
+    require_sizes,
+    split_reference,
+    verdict_sentence,
+    welch_greater,
+)
+
+NO_MODEL = "/nonexistent/model/dir"  # every check below answers before a model would load
+NAMES = ("a", "b", "c")
+NULL_SEEDS = tuple(range(40))  # the fixed seed list of the false-positive ground truth
+
+
+def synthetic(n_s=200, n_r=200, shift=0.0, seed=0):
+    """Suspect and reference features; feature `a` of the suspect texts is shifted."""
+    rng = np.random.default_rng(seed)
+    S = rng.standard_normal((n_s, 3))
+    S[:, 0] += shift
+    return FeatureMatrix(NAMES, S, rng.standard_normal((n_r, 3)))
+
+
+# ---- statistics on synthetic features ---------------------------------------------------
+
+def test_clipping_and_z_scoring_use_the_suspect_sets_statistics():
+    rng = np.random.default_rng(0)
+    S = rng.standard_normal((1000, 2)) * [1.0, 5.0] + [0.0, 3.0]
+    S[0] = [1e6, -1e6]  # outliers are clipped, not allowed to set the scale
+    R = np.full((50, 2), 100.0)  # far above every suspect value
+    Sn, Rn = normalise(S, R)
+    np.testing.assert_allclose(Sn.mean(axis=0), 0, atol=1e-12)
+    np.testing.assert_allclose(Sn.std(axis=0), 1, atol=1e-12)
+    lo, hi = np.quantile(S, [CLIP, 1 - CLIP], axis=0)
+    clipped = np.clip(S, lo, hi)
+    np.testing.assert_allclose(Sn, (clipped - clipped.mean(0)) / clipped.std(0))
+    # the reference set is clipped to the suspect set's bounds and scaled with its statistics
+    np.testing.assert_allclose(Rn, np.broadcast_to(((hi - clipped.mean(0)) / clipped.std(0)), Rn.shape))
+    assert Sn[0, 0] == pytest.approx(Sn[:, 0].max()) and Sn[0, 1] == pytest.approx(Sn[:, 1].min())
+
+
+def test_a_constant_feature_stays_finite():
+    S, R = np.ones((20, 2)), np.zeros((20, 2))
+    S[:, 1] = np.arange(20)
+    Sn, Rn = normalise(S, R)
+    assert np.isfinite(Sn).all() and np.isfinite(Rn).all()
+    assert (Sn[:, 0] == 0).all()
+
+
+def test_halves_fit_and_test_sizes():
+    f = synthetic(21, 30)
+    t = compare_sets(f.suspect, f.reference, NAMES, seed=0)
+    assert t.n_fit == (10, 15) and t.n_test == (11, 15)
+    assert len(t.suspect_scores) == 11 and len(t.reference_scores) == 15
+    t = compare_sets(f.suspect, f.reference, NAMES, seed=0, n=10)
+    assert t.n_fit == (5, 5) and t.n_test == (5, 5)
+
+
+def test_the_t_test_is_one_sided_suspect_higher():
+    rng = np.random.default_rng(0)
+    lo, hi = rng.standard_normal(100), rng.standard_normal(100) + 1.0
+    t, p = welch_greater(hi, lo)
+    assert t > 0 and p < 1e-6
+    t, p = welch_greater(lo, hi)  # suspect scores lower: no evidence at all
+    assert t < 0 and p > 1 - 1e-6
+    assert welch_greater(np.ones(5), np.ones(5)) == (0.0, 1.0)  # no spread: no evidence
+
+
+def test_suspect_texts_that_look_more_familiar_are_detected():
+    up = synthetic(shift=1.0)
+    t = compare_sets(up.suspect, up.reference, NAMES, seed=0)
+    assert t.p_value < 1e-6 and t.t_statistic > 0
+    assert t.weights["a"] > 0 and abs(t.weights["a"]) == max(map(abs, t.weights.values()))
+    assert t.suspect_scores.mean() > t.reference_scores.mean()
+    assert t.gaps["a"] > 0.5 and abs(t.gaps["b"]) < 0.3
+
+
+def test_the_classifier_learns_the_direction_so_any_difference_counts():
+    """Maini et al.'s premise: the sets differ only by training. Suspect texts that look
+    *less* familiar are separated too (a negative weight and gap show it), which is why the
+    reference set must come from the suspect set's distribution."""
+    down = synthetic(shift=-1.0)
+    t = compare_sets(down.suspect, down.reference, NAMES, seed=0)
+    assert t.p_value < 1e-6 and t.weights["a"] < 0 and t.gaps["a"] < -0.5
+
+
+def test_the_classifier_is_fitted_on_the_first_halves_only():
+    """The tested halves do not take part in the fit: scores of the same rows differ when
+    the fitted halves change (another seed shuffles them differently)."""
+    f = synthetic(shift=0.3)
+    a = compare_sets(f.suspect, f.reference, NAMES, seed=0)
+    assert a.p_value == compare_sets(f.suspect, f.reference, NAMES, seed=0).p_value  # seeded
+    assert a.p_value != compare_sets(f.suspect, f.reference, NAMES, seed=1).p_value
+
+
+def test_null_p_values_are_roughly_uniform():
+    """Same distribution on both sides: about 5% of p-values below 0.05."""
+    ps = [compare_sets(*(lambda f: (f.suspect, f.reference))(synthetic(100, 100, seed=s)), NAMES,
+                       seed=s).p_value for s in range(200)]
+    assert 2 <= sum(p < 0.05 for p in ps) <= 20
+    assert 0.4 < np.median(ps) < 0.6
+
+
+def test_false_positive_check_splits_the_reference_set():
+    R = np.arange(40.0)[:, None] * np.ones((1, 3))
+    a, b = split_reference(R, seed=3)
+    assert len(a) == len(b) == 20 and not set(a[:, 0]) & set(b[:, 0])
+    t = false_positive_test(R, NAMES, seed=3)
+    assert t.n_fit == (10, 10) and t.n_test == (10, 10)
+
+
+def test_decide_curve_and_verdicts():
+    d = decide(synthetic(shift=1.0), alpha=0.05, seed=0)
+    assert d.used_in_training and d.verdict.startswith("Used in training")
+    assert d.check is not None and d.check.p_value >= 0.05
+    assert [p.n for p in d.curve] == curve_sizes(200) and d.curve[-1].n == 200
+    assert d.curve[-1].p_value == d.test.p_value  # all texts: the test itself
+    assert [p.n for p in d.check_curve] == curve_sizes(100)
+    null = decide(synthetic(shift=0.0, seed=1), alpha=0.05, seed=0)
+    assert not null.used_in_training and null.verdict.startswith("No evidence")
+    no_check = decide(synthetic(shift=1.0), false_positive_check=False)
+    assert no_check.check is None and no_check.check_curve == () and no_check.used_in_training
+    # a reference set whose halves differ too: inconclusive, never "used in training"
+    assert verdict_sentence(0.001, 0.01, 0.05).startswith("Inconclusive")
+    assert "p = 0.001" in verdict_sentence(0.001, 0.01, 0.05)
+
+
+def test_a_failed_false_positive_check_makes_the_verdict_inconclusive():
+    """The check is a null test: about one seed in twenty separates the reference halves
+    by chance. With such a seed a clear suspect signal is still not "used in training"."""
+    f = synthetic(shift=1.0)
+    seed = next(s for s in range(200) if false_positive_test(f.reference, NAMES, s).p_value < 0.05)
+    d = decide(f, alpha=0.05, seed=seed)
+    assert d.test.p_value < 0.05 and d.check.p_value < 0.05
+    assert not d.used_in_training and d.verdict.startswith("Inconclusive")
+
+
+def test_too_few_texts_is_one_sentence_with_the_numbers():
+    with pytest.raises(PddkitError, match=r"at least 8 suspect and 8 reference texts .* but got "
+                                          r"5 suspect and 30 reference texts"):
+        require_sizes(5, 30, False)
+    with pytest.raises(PddkitError, match=r"splits the 12 reference texts .* it needs 16; give "
+                                          r"more reference texts or `false_positive_check=False`"):
+        require_sizes(8, 12, True)
+    require_sizes(8, 12, False)
+    with pytest.raises(PddkitError, match="`alpha` must be between 0 and 1"):
+        decide(synthetic(), alpha=1.5)
+
+
+def test_curve_sizes():
+    assert curve_sizes(7) == []
+    s = curve_sizes(500)
+    assert s[0] == 8 and s[-1] == 500 and s == sorted(set(s)) and len(s) <= 11
+
+
+def test_features_and_registration():
+    m = feature_methods(ref_model=False, freq=False)
+    for k in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
+        assert f"mink:k={k}" in m and f"maxk:k={k}" in m
+    assert "ref" not in m.split(",") and "dcpdd" not in m.split(",")
+    assert {"ref", "dcpdd"} <= set(feature_methods(ref_model=True, freq=True).split(","))
+    assert STUDIES.get("infer").paper == "Maini et al. 2024"
+
+
+def test_maxk_is_the_mean_of_the_highest_log_probabilities():
+    L = np.array([-5.0, -1.0, -3.0, -0.5, -2.0])
+    assert mean_of_highest(L, 0.4) == pytest.approx((-0.5 - 1.0) / 2)
+    assert mean_of_highest(L, 0.05) == -0.5  # at least one token
+    from pddkit.methods.grid import Padded
+    from pddkit.stats import TokenStats
+
+    P = Padded.of([TokenStats.from_lists([0] * 5, L, [1.0] * 5, [2.0] * 5)])
+    np.testing.assert_allclose(maxk_grid(P, None, (0.4, 1.0))[0], [-0.75, L.mean()])
+
+
+# ---- bad input, before any model loads --------------------------------------------------
+
+def test_shared_texts_are_refused_with_the_count(tmp_path, capsys):
+    texts = [f"text number {i} about something else entirely" for i in range(40)]
+    s = write_jsonl(tmp_path / "s.jsonl", [{"text": t} for t in texts[:20]])
+    r = write_jsonl(tmp_path / "r.jsonl", [{"text": t.replace(" ", "  ")} for t in texts[17:40]])
+    code, _, err = run_cli(capsys, "infer", "--model", NO_MODEL, "--suspect", s, "--reference", r,
+                           "--output", tmp_path / "o")
+    assert code == 1
+    assert err.strip() == ("pddkit: error: 3 of the 20 suspect texts also occur among the 23 "
+                           "reference texts (after folding whitespace); the reference set must "
+                           "hold texts the model never saw")
+
+
+def test_too_few_texts_on_the_command_line(tmp_path, capsys):
+    s = write_jsonl(tmp_path / "s.jsonl", [{"text": f"suspect text {i}"} for i in range(10)])
+    r = write_jsonl(tmp_path / "r.jsonl", [{"text": f"reference text {i}"} for i in range(12)])
+    code, _, err = run_cli(capsys, "infer", "--model", NO_MODEL, "--suspect", s, "--reference", r,
+                           "--output", tmp_path / "o")
+    assert code == 1 and "splits the 12 reference texts" in err
+    assert "or --no-false-positive-check" in err and "`" not in err, err
+    code, _, err = run_cli(capsys, "infer", "--model", NO_MODEL, "--suspect", s, "--reference", r,
+                           "--output", tmp_path / "o2", "--no-false-positive-check", "--alpha", "2")
+    assert code == 1 and "--alpha must be between 0 and 1, not 2.0" in err, err
+
+
+# ---- ground truth: a tiny model trained on the member texts -----------------------------
+
+WORDS = 40  # words per text
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """500 member texts (trained on), 500 non-members and a tokenizer pool, all 40-word
+    chunks of the same Gutenberg books dealt out at random; a tiny GPT-2 trained on the
+    members. One torch thread: two on two shared cores are many times slower."""
+    import torch
+
+    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
+
+    root = shared_path("corpora", "gutenberg")
+    chunks = []
+    for f in sorted(root.glob("*/*.txt"))[:3]:
+        w = strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")).split()
+        chunks += [" ".join(w[i:i + WORDS]) for i in range(0, len(w) - WORDS + 1, WORDS)]
+    chunks = sorted(set(chunks))
+    random.Random(0).shuffle(chunks)
+    members, nonmembers, pool = chunks[:500], chunks[500:1000], chunks[1000:1400]
+    assert_no_shared_runs(members, nonmembers, pool)  # ground truth, checked
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tok = train_bpe_tokenizer(pool, vocab_size=1024)
+        model = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=0)
+        train_causal_lm(model, tok, members, epochs=6, lr=3e-3, batch_size=16, seed=0)
+        root = tmp_path_factory.mktemp("infer")
+        model_dir = save(model, tok, root / "model")
+        result = infer_dataset(str(model_dir), members, nonmembers, device="cpu",
+                               dtype="float32", batch_size=32, seed=0)
+        yield {"model": model_dir, "members": members, "nonmembers": nonmembers,
+               "result": result, "root": root}
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_ground_truth_members_vs_nonmembers(world):
+    r = world["result"]
+    assert r.features.suspect.shape == r.features.reference.shape == (500, len(r.features.names))
+    assert r.p_value < 0.01, r.p_value
+    assert r.decision.check.p_value > 0.05
+    assert r.decision.used_in_training and r.verdict.startswith("Used in training")
+
+
+@pytest.mark.slow
+def test_ground_truth_nonmember_halves(world):
+    """Two halves of the non-members (features computed once): p > 0.05 for at least 95% of
+    the seeds."""
+    X, names = world["result"].features.reference, world["result"].features.names
+    ps = [false_positive_test(X, names, seed=s).p_value for s in NULL_SEEDS]
+    assert sum(p > 0.05 for p in ps) >= 0.95 * len(NULL_SEEDS), sorted(ps)[:5]
+
+
+@pytest.mark.slow
+def test_cli_end_to_end(world, tmp_path, capsys):
+    s = tmp_path / "s.csv"  # any table: a CSV beside a JSONL
+    with s.open("w", newline="") as fh:
+        csv.writer(fh).writerows([("snippet",), *((t,) for t in world["members"][:60])])
+    r = write_jsonl(tmp_path / "r.jsonl", [{"id": f"r{i}", "snippet": t}
+                                           for i, t in enumerate(world["nonmembers"][:60])])
+    out = tmp_path / "o"
+    args = ["infer", "--model", world["model"], "--suspect", s, "--reference", r, "--output", out,
+            "--text-field", "snippet",
+            "--device", "cpu", "--dtype", "float32", "--batch-size", "16", "--seed", "1"]
+    code, stdout, err = run_cli(capsys, *args)
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())
+    assert stdout.startswith(res["verdict"])
+    # the Python function on a model loaded in memory: the same p-value
+    from pddkit.backends.hf_loading import load_model
+
+    lm = load_model(str(world["model"]), device="cpu", dtype="float32")
+    same = infer_dataset(lm, world["members"][:60], world["nonmembers"][:60], seed=1, batch_size=16)
+    assert same.p_value == pytest.approx(res["p_value"], rel=1e-6)
+    assert res["n"] == {"suspect": 60, "reference": 60}
+    assert res["configuration"]["seed"] == 1 and res["configuration"]["alpha"] == 0.05
+    assert set(res["test"]["weights"]) == set(res["features"]) and len(res["features"]) == 24
+    assert res["false_positive_check_p_value"] is not None
+    assert res["p_value_curve"][-1] == {"n": 60, "p_value": res["p_value"]}
+    md = (out / "report.md").read_text()
+    assert "## Feature weights" in md and "](p_value_curve.png)" in md
+    for png in ("p_value_curve.png", "scores.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    code, _, err = run_cli(capsys, *args)  # the folder holds results now
+    assert code == 1 and "already holds pddkit results" in err and "--overwrite" in err
+    assert run_cli(capsys, *args, "--overwrite", "--no-false-positive-check")[0] == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["false_positive_check"] is None and res["false_positive_check_curve"] == []
+    _browser_check(out / "report.html", tmp_path)
+
+
+def _browser_check(html_path, tmp_path):
+    """Headless Chromium shows the page with both figures decoded."""
+    from test_report import chromium
+
+    exe = chromium()
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+           "--dump-dom", html_path.resolve().as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
+    assert m and m.group(1) == m.group(2) == "2", dom[:500]  # the p-value curve, the histogram
+    assert "id=\"verdict\"" in dom and "Feature weights" in dom
