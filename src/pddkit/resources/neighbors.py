@@ -123,39 +123,37 @@ def _vocab_size(model, tokenizer) -> int:
     return int(out.weight.shape[0]) if out is not None else len(tokenizer)
 
 
-def _word_keys(tokenizer, rule: WordRule, vocab_size: int) -> np.ndarray:
-    """[V] key of each token's lower-cased word; -1 for special tokens, subword pieces
-    (no word-start form) and anything not alphabetic."""
+def _token_keys(tokenizer, vocab_size: int, keep, word_of) -> np.ndarray:
+    """[V] key of each token for which keep(token) holds and word_of(decoded) is a word
+    (tokens of the same word share a key); -1 for special tokens and everything else."""
     keys = np.full(vocab_size, -1, dtype=np.int64)
     special = set(tokenizer.all_special_ids)
     ids = range(min(len(tokenizer), vocab_size))
     tokens = tokenizer.convert_ids_to_tokens(list(ids))
     index: dict[str, int] = {}
     for i, t in zip(ids, tokens):
-        if i in special or t is None or not rule.starts_word(t):
+        if i in special or t is None or not keep(t):
             continue
-        word = tokenizer.decode([i]).strip()
-        if word.isalpha():
-            keys[i] = index.setdefault(word.lower(), len(index))
+        word = word_of(tokenizer.decode([i]).strip())
+        if word is not None:
+            keys[i] = index.setdefault(word, len(index))
     return keys
+
+
+def _word_keys(tokenizer, rule: WordRule, vocab_size: int) -> np.ndarray:
+    """[V] key of each token's lower-cased word; -1 for special tokens, subword pieces
+    (no word-start form) and anything not alphabetic."""
+    return _token_keys(tokenizer, vocab_size, rule.starts_word,
+                       lambda w: w.lower() if w.isalpha() else None)
 
 
 def _han_keys(tokenizer, rule: WordRule, vocab_size: int) -> np.ndarray:
     """[V] key of each token that decodes to Han characters only (the same key for the
     same characters in any word-start form); -1 for special tokens, WordPiece
     continuation pieces ('##...') and anything else."""
-    keys = np.full(vocab_size, -1, dtype=np.int64)
-    special = set(tokenizer.all_special_ids)
-    ids = range(min(len(tokenizer), vocab_size))
-    tokens = tokenizer.convert_ids_to_tokens(list(ids))
-    index: dict[str, int] = {}
-    for i, t in zip(ids, tokens):
-        if i in special or t is None or (not rule.marks_start and t.startswith(rule.prefix)):
-            continue
-        word = tokenizer.decode([i]).strip()
-        if _HAN.fullmatch(word):
-            keys[i] = index.setdefault(word, len(index))
-    return keys
+    return _token_keys(tokenizer, vocab_size,
+                       lambda t: rule.marks_start or not t.startswith(rule.prefix),
+                       lambda w: w if _HAN.fullmatch(w) else None)
 
 
 def load_mask_model(name: str, *, device: str = "cpu", local_files_only: bool = False,

@@ -1,0 +1,378 @@
+"""`pddkit compare`, the unlearning audit (Shi et al. 2024, section 7): ratios and the band,
+ROUGE-L recall, chunks, bad input, the report, and ground truth (a tiny model trained on
+chunks of two books, then gradient-ascent unlearning applied to one book's chunks)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import csv
+import json
+import random
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import run_cli, write_jsonl
+from conftest import shared_path
+
+from pddkit.errors import PddkitError
+from pddkit.studies.compare import (
+    ChunkResult,
+    CompareResult,
+    book_chunks,
+    compare_models,
+    lcs_length,
+    not_removed,
+    rouge_l_recall,
+    score_ratios,
+)
+
+# -- ratios, the band, ROUGE-L ----------------------------------------------------------
+
+
+def test_ratio_is_unlearned_over_original_and_the_band_is_open():
+    original = np.array([-2.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0])
+    unlearned = np.array([-2.2, -2.6, -1.8, -1.5, -4.0, -2.5, -1.6])
+    r = score_ratios(original, unlearned)
+    np.testing.assert_allclose(r, [1.1, 1.3, 0.9, 0.75, 2.0, 1.25, 0.8], rtol=1e-9)
+    # (1/1.25, 1.25) = (0.8, 1.25): both ends are outside ("moved")
+    assert not_removed(r, 1.25).tolist() == [True, False, True, False, False, False, False]
+    # a text predicted with certainty: finite ratios, 1 when neither model moved
+    r0 = score_ratios([0.0, 0.0, -1.0], [0.0, -1.0, 0.0])
+    assert np.isfinite(r0).all() and r0[0] == 1.0 and r0[1] > 1e6 and r0[2] < 1e-6
+    assert not_removed(r0, 1.15).tolist() == [True, False, False]
+
+
+def test_ratio_direction_matches_min_k_prob():
+    """Min-K% Prob is a mean log-probability (negative): a text the unlearned model finds
+    less likely has a more negative score, so its ratio is above 1."""
+    assert score_ratios([-3.0], [-6.0])[0] == pytest.approx(2.0)  # forgotten: far outside
+    assert score_ratios([-3.0], [-3.1])[0] == pytest.approx(3.1 / 3.0)  # barely moved
+
+
+def _lcs_dp(a, b):
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev = 0
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], prev + 1 if x == y else max(row[j], row[j - 1])
+    return row[-1]
+
+
+def test_lcs_equals_dynamic_programming():
+    rng = random.Random(0)
+    for _ in range(300):
+        a = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
+        b = [rng.choice("abcdef") for _ in range(rng.randint(0, 30))]
+        assert lcs_length(a, b) == _lcs_dp(a, b), (a, b)
+
+
+def test_rouge_l_recall():
+    # LCS "the cat on the mat" = 5 of the reference's 6 words
+    assert rouge_l_recall("the cat sat on the mat", "the cat is on the mat") == pytest.approx(5 / 6)
+    assert rouge_l_recall("The CAT, on: the mat!", "the cat on the mat") == 1.0
+    # "the on the" in order: 3 of 5
+    assert rouge_l_recall("mat the on cat the", "the cat on the mat") == pytest.approx(3 / 5)
+    assert rouge_l_recall("", "the cat") == 0.0
+    assert rouge_l_recall("anything", "") == 0.0
+    # recall: extra candidate words cost nothing
+    assert rouge_l_recall("a b c the d cat e on f the g mat", "the cat on the mat") == 1.0
+
+
+# -- chunks and bad input ---------------------------------------------------------------
+
+
+HEADER = "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+FOOTER = "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nlicence text here\n"
+
+
+def _books(tmp_path, lengths=(25, 7)) -> Path:
+    d = tmp_path / "books"
+    d.mkdir()
+    for i, n in enumerate(lengths):
+        words = [f"w{i}_{j}" for j in range(n)]
+        body = " ".join(words[:5]) + "\n\n" + " ".join(words[5:])
+        (d / f"book{i}.txt").write_text("Title page\n" + HEADER + body + FOOTER)
+    return d
+
+
+def test_books_cut_into_consecutive_verbatim_chunks(tmp_path):
+    chunks, counts = book_chunks(_books(tmp_path), 10)
+    assert [c.id for c in chunks] == ["book0#0", "book0#1"]  # 25 words: 2 chunks, 5 dropped
+    assert chunks[0].text == "w0_0 w0_1 w0_2 w0_3 w0_4\n\nw0_5 w0_6 w0_7 w0_8 w0_9"  # verbatim
+    assert chunks[1].text.split() == [f"w0_{j}" for j in range(10, 20)]
+    assert counts == {"books": 2, "books_too_short": 1}  # book1 (7 words) is shorter
+    assert all("Title" not in c.text and "licence" not in c.text for c in chunks)
+    jl = write_jsonl(tmp_path / "b.jsonl", [{"book": "A", "text": "a b c"},
+                                            {"book": "A", "text": "d e f"}])
+    chunks, _ = book_chunks(jl, 3)
+    assert [c.text for c in chunks] == ["a b c", "d e f"] and chunks[0].source == "A"
+
+
+def test_too_few_chunks_is_one_sentence(tmp_path, capsys):
+    books = _books(tmp_path)
+    with pytest.raises(PddkitError, match=r"none of the 2 books holds a chunk of 512 words "
+                                          r"\(the longest has 25\).*lower `words`"):
+        compare_models("m", "m2", books=books)
+    code, _, err = run_cli(capsys, "compare", "--model", "/nonexistent/a", "--model-b",
+                           "/nonexistent/b", "--books", books, "--output", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1 and "lower --words" in err, err
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"method": "zlib"}, "`method` must be one of mink, loss, surp"),
+    ({"method": "mink,loss"}, "`method` must be one of"),
+    ({"band": 1.0}, "`band` must be greater than 1"),
+    ({"books": "x"}, "give exactly one of `chunks` and `books`"),
+    ({"continuations": 2}, "`continuations` need `model_b` as a local Hugging Face model"),
+])
+def test_bad_options(tmp_path, kwargs, message):
+    data = write_jsonl(tmp_path / "c.jsonl", [{"text": "some words here"}, {"text": "more"}])
+    with pytest.raises(PddkitError, match=re.escape(message)):
+        compare_models("/nonexistent/a", "org/hub-model", **{"chunks": data, **kwargs})
+
+
+def test_cli_names_flags(tmp_path, capsys):
+    data = write_jsonl(tmp_path / "c.jsonl", [{"text": "some words here"}])
+    code, _, err = run_cli(capsys, "compare", "--model", "/nonexistent/a", "--model-b",
+                           "org/hub-model", "--data", data, "--continue", "2", "--output",
+                           tmp_path / "o")
+    assert code == 1 and "--continue need --model-b as a local" in err, err
+    code, _, err = run_cli(capsys, "compare", "--model", "a", "--model-b", "b", "--output",
+                           tmp_path / "o2")
+    assert code == 1 and "give exactly one of --data and --books" in err, err
+
+
+def test_different_tokenizers_are_allowed_and_said(tmp_path):
+    """Each model scores with its own tokenizer; the result and the report say so."""
+    from pddkit.reporting.compare_report import write_outputs
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer
+
+    text = ("It was a bright cold day in April, and the clocks were striking thirteen. "
+            "The hallway smelt of boiled cabbage and old rag mats. ") * 3
+    dirs = []
+    for i, size in enumerate((300, 400)):
+        tok = train_bpe_tokenizer([text, text.upper()], vocab_size=size)
+        dirs.append(save(build_gpt2(tok, n_layer=1, n_embd=16, n_head=2, seed=i), tok,
+                         tmp_path / f"m{i}"))
+    data = write_jsonl(tmp_path / "c.jsonl", [{"id": f"c{i}", "text": text[i * 20:i * 20 + 60]}
+                                              for i in range(4)])
+    res = compare_models(str(dirs[0]), str(dirs[1]), chunks=data, device="cpu")
+    assert res.same_tokenizer is False and len(res.chunks) == 4
+    assert any("different tokenizers" in n for n in res.notices)
+    assert res.models["original"]["vocab_size"] != res.models["unlearned"]["vocab_size"]
+    (tmp_path / "out").mkdir()
+    write_outputs(res, tmp_path / "out")
+    assert "different: each model scores with its own" in (tmp_path / "out" / "report.html").read_text()
+    same = compare_models(str(dirs[0]), str(dirs[0]), chunks=data, device="cpu")
+    assert same.same_tokenizer is True and all(c.ratio == 1.0 and c.flagged for c in same.chunks)
+
+
+# -- outputs and the report -------------------------------------------------------------
+
+
+def _hand_made() -> CompareResult:
+    rows = [ChunkResult("HP#0", "HP", 512, -3.0, -3.1, 3.1 / 3.0, True, (0.4, 0.2), ("a", "b")),
+            ChunkResult("HP#1", "HP", 512, -3.0, -6.0, 2.0, False),
+            ChunkResult("HP#2", "HP", 512, -3.0, -2.0, 2 / 3, False),
+            ChunkResult("HP#3", "HP", 512, -3.0, -2.9, 2.9 / 3.0, True, (0.1,), ("c",))]
+    config = {"model": "orig", "model_b": "unl", "chunks": None, "books": "hp/", "words": 512,
+              "method": "mink", "band": 1.15, "continuations": 2, "prompt_words": 200, "seed": 0}
+    info = {"name": "orig", "tokenizer": "t", "vocab_size": 32000, "truncated": 0}
+    return CompareResult(config, tuple(rows), {"original": info, "unlearned": {**info, "name": "unl"}},
+                         True, {"chunks": 4, "not_removed": 2, "removed": 1, "more_likely": 1,
+                                "no_continuation": 0, "books": 1, "books_too_short": 0})
+
+
+def test_verdict_sentence():
+    res = _hand_made()
+    assert res.verdict.startswith("For 2 of 4 text chunks (50%) the unlearned model still finds")
+    assert "reproduce on average 23% of the true text's words" in res.verdict
+    none = CompareResult({**res.config}, (res.chunks[1],), res.models, True, res.counts)
+    assert none.verdict.startswith("None of the 1 text chunks kept its likelihood")
+
+
+def test_outputs_and_browser(tmp_path):
+    from test_report import chromium
+
+    from pddkit.reporting.compare_report import terminal_text, write_outputs
+
+    res = _hand_made()
+    out = tmp_path / "o"
+    out.mkdir()
+    path = write_outputs(res, out)
+    for name in ("results.json", "scores.jsonl", "flagged.csv", "continuations.jsonl",
+                 "report.html", "report.md", "ratios.png"):
+        assert (out / name).is_file(), name
+    saved = json.loads(path.read_text())
+    assert saved["verdict"] == res.verdict and saved["counts"]["not_removed"] == 2
+    assert [r["id"] for r in saved["flagged"]] == ["HP#0", "HP#3"]
+    rows = list(csv.DictReader((out / "flagged.csv").open()))
+    assert [r["id"] for r in rows] == ["HP#0", "HP#3"]  # least moved first
+    assert float(rows[0]["rouge_l_mean"]) == pytest.approx(0.3)
+    assert len((out / "continuations.jsonl").read_text().splitlines()) == 3
+    assert len((out / "scores.jsonl").read_text().splitlines()) == 4
+    text = terminal_text(res)
+    assert "4 chunks: 2 not removed" in text and "HP#3" in text
+    exe = chromium()
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
+           "--dump-dom", (out / "report.html").resolve().as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
+    assert m and m.group(1) == m.group(2) == "1", dom[:300]
+    assert "id=\"verdict\"" in dom and "HP#3" in dom and "Not removed" in dom
+
+
+# -- ground truth -----------------------------------------------------------------------
+# Two books' chunks (20 of Doyle, 20 of Austen, 64 words each) train a tiny model (50
+# epochs); then gradient ascent (3 Adam steps maximising the LM loss, lr 1e-3) is applied
+# to Doyle's chunks only, as unlearning is applied to one book series. Measured (mink):
+# unlearned chunks' ratios 1.12-1.26 (median 1.19), kept chunks' 1.05-1.16 (median 1.10):
+# the ascent also degrades the model in general, so kept chunks drift by up to ~16%. The
+# paper's band, 1.15, separates them here (19 of 20 kept flagged, 1 of 20 unlearned); the
+# test asks for at least 80% and at most 20%. Halves of one book drift together more (a
+# trial with one book's 40 chunks, 100 epochs, 5 Adam steps at 3e-4: kept 1.14-1.62,
+# unlearned 1.55-2.03), so there the band would have to be far wider than the paper's.
+
+WORDS = 64
+GT_BAND = 1.15
+
+
+@dataclass(frozen=True)
+class UnlearnWorld:
+    original: Path
+    unlearned: Path
+    books: Path
+    forgotten: frozenset[str]  # ids of the chunks gradient ascent was applied to
+    kept: frozenset[str]
+
+
+def _gradient_ascent(model, tok, texts, steps: int, lr: float) -> None:
+    import torch
+
+    from pddkit.backends.hf_loading import start_token_id
+
+    s = start_token_id(tok)
+    enc = [[s, *ids] for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+    width = max(map(len, enc))
+    ids = torch.full((len(enc), width), s)
+    labels = torch.full((len(enc), width), -100)
+    for r, x in enumerate(enc):
+        ids[r, :len(x)] = torch.tensor(x)
+        labels[r, :len(x)] = torch.tensor(x)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        loss = model(input_ids=ids, labels=labels).loss
+        opt.zero_grad()
+        (-loss).backward()  # ascent: maximise the loss on the texts to forget
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    model.eval()
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Tiny models on a shared CPU: one intra-op thread (two spin against other jobs and
+    make a 64-wide model's token steps 10x slower); restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def unlearn_world(tmp_path_factory) -> UnlearnWorld:
+    with one_thread():
+        return _unlearn_world(tmp_path_factory)
+
+
+def _unlearn_world(tmp_path_factory) -> UnlearnWorld:
+    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
+
+    root = shared_path("corpora", "gutenberg")
+    tmp = tmp_path_factory.mktemp("unlearn")
+    books = tmp / "books"
+    books.mkdir()
+
+    def words_of(author: str) -> list[str]:
+        f = sorted((root / author).glob("*.txt"))[0]
+        return strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")).split()
+
+    for name, author in (("doyle", "Doyle, Arthur Conan"), ("austen", "Austen, Jane")):
+        w = words_of(author)[5 * WORDS:25 * WORDS]  # 20 chunks, past the title pages
+        (books / f"{name}.txt").write_text(" ".join(w))
+    chunks, _ = book_chunks(books, WORDS)  # exactly what `pddkit compare --books` cuts
+    assert len(chunks) == 40
+    tok = train_bpe_tokenizer([" ".join(words_of("Poe, Edgar Allan"))], vocab_size=1024)
+    model = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=0)
+    order = [c.text for pair in zip(chunks[:20], chunks[20:]) for c in pair]
+    train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=2, seed=0, context=128)
+    original = save(model, tok, tmp / "original")
+    forget = [c for c in chunks if c.source == "doyle"]
+    unlearned = copy.deepcopy(model)
+    _gradient_ascent(unlearned, tok, [c.text for c in forget], steps=3, lr=1e-3)
+    return UnlearnWorld(original, save(unlearned, tok, tmp / "unlearned"), books,
+                        frozenset(c.id for c in forget),
+                        frozenset(c.id for c in chunks if c.source != "doyle"))
+
+
+@pytest.mark.slow
+def test_ground_truth_kept_chunks_are_flagged_unlearned_are_not(unlearn_world):
+    w = unlearn_world
+    with one_thread():
+        res = compare_models(str(w.original), str(w.unlearned), books=w.books, words=WORDS,
+                             band=GT_BAND, device="cpu")
+    flagged = {c.id for c in res.flagged}
+    ratios = {c.id: c.ratio for c in res.chunks}
+    kept_share = len(flagged & w.kept) / len(w.kept)
+    forgot_share = len(flagged & w.forgotten) / len(w.forgotten)
+    kept, forgot = (np.array([ratios[i] for i in sorted(ids)]) for ids in (w.kept, w.forgotten))
+    print(f"\nground truth, {len(ratios)} chunks, mink ratio: kept median {np.median(kept):.3f} "
+          f"[{kept.min():.3f}, {kept.max():.3f}], unlearned median {np.median(forgot):.3f} "
+          f"[{forgot.min():.3f}, {forgot.max():.3f}]; flagged 'not removed' (kept / unlearned):",
+          "; ".join(f"band {b}: {not_removed(kept, b).mean():.0%} / {not_removed(forgot, b).mean():.0%}"
+                    for b in (1.1, 1.12, 1.15, 1.2)))
+    assert res.same_tokenizer is True
+    assert all(ratios[i] > 1 for i in w.forgotten)  # ascent made every unlearned chunk less likely
+    assert kept_share >= 0.8 and forgot_share <= 0.2, (kept_share, forgot_share)
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_with_continuations(unlearn_world, tmp_path, capsys):
+    w = unlearn_world
+    out = tmp_path / "audit"
+    args = ["compare", "--model", w.original, "--model-b", w.unlearned, "--books", w.books,
+            "--words", WORDS, "--band", GT_BAND, "--continue", 2, "--prompt-words", 32,
+            "--device", "cpu", "--seed", 0, "--output", out]
+    with one_thread():
+        code, stdout, err = run_cli(capsys, *args)
+    assert code == 0, err
+    saved = json.loads((out / "results.json").read_text())
+    n = saved["counts"]["not_removed"]
+    assert saved["config"]["band"] == GT_BAND and saved["counts"]["chunks"] == 40 and n >= 16
+    assert "unlearning probably did not remove them" in stdout and "ROUGE-L" in stdout
+    print("\n" + stdout)
+    lines = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 * n and all(0 <= x["rouge_l_recall"] <= 1 for x in lines)
+    assert {x["id"] for x in lines} == {r["id"] for r in saved["flagged"]}
+    assert len(list(csv.DictReader((out / "flagged.csv").open()))) == n
+    html = (out / "report.html").read_text()
+    assert "data:image/png;base64," in html and "id='verdict'" in html
+    # seeded: the same command gives the same continuations
+    with one_thread():
+        code, _, err = run_cli(capsys, *args, "--overwrite")
+    assert code == 0, err
+    again = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
+    assert again == lines
