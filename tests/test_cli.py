@@ -115,7 +115,7 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
     assert "skipping ref: it needs a reference model (--ref-model)" in err
     assert "skipping dcpdd: it needs a frequency table (--freq)" in err
     assert set(read_scores(tmp_path / "o")[0]) == {"id", "label", "loss", "zlib", "lowercase",
-                                                    "mink", "minkpp", "surp", "blind"}
+                                                    "mink", "maxk", "minkpp", "surp", "blind"}
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     assert [n.split(":")[0] for n in res["notices"]] == ["skipping dcpdd", "skipping neighbor",
                                                          "skipping probe", "skipping ref"]

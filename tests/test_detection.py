@@ -23,8 +23,8 @@ def test_separates_members(result, name):
     assert m.auc_ci.low > 0.5
 
 
-def test_all_eight_methods_ran(result):
-    assert set(result.scores()) == {"loss", "zlib", "lowercase", "ref", "mink", "minkpp",
+def test_all_nine_methods_ran(result):
+    assert set(result.scores()) == {"loss", "zlib", "lowercase", "ref", "mink", "maxk", "minkpp",
                                     "surp", "dcpdd", "blind"}
     assert abs(result.metrics()["blind"].auc - 0.5) < 0.2  # one author on both sides
 

@@ -114,7 +114,7 @@ def test_a_backend_without_the_full_distribution_skips_what_reads_it():
     fake = FakeBackend(full_distribution=False)
     res = run_dataset(dataset(), RunConfig(model="fake", methods="all", n_bootstrap=20,
                                            blind=False), model=fake)
-    assert set(res.scores()) == {"loss", "zlib", "lowercase", "mink"}
+    assert set(res.scores()) == {"loss", "zlib", "lowercase", "mink", "maxk"}
     text = " ".join(res.notices)
     assert "skipping minkpp" in text and "skipping surp" in text
     named = run_dataset(dataset(), RunConfig(model="fake", methods="loss,minkpp", n_bootstrap=20,

@@ -23,7 +23,7 @@ MARKERS = ("results.json", "summary.json")  # a folder holding one of these hold
 OUTPUT_NAMES = ("results.json", "scores.jsonl", "report.html", "report.md", "*.png",
                 "neighbors.jsonl", "probe", "probe-validated", "summary.json", "split.json",
                 "freq.npz", "reference-pool.jsonl", "train-documents.jsonl", "windows*.jsonl",
-                "evaluated-documents.jsonl", "tokenizer-texts.jsonl",
+                "evaluated-documents.jsonl", "tokenizer-texts.jsonl", "contamination-examples.jsonl",
                 "reference-model", "run", "window-*", "*=*")
 
 

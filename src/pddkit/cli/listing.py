@@ -38,6 +38,11 @@ def list_cmd() -> None:
         given = [f"{options.FLAGS[k]}={_value(v)}" for k, v in spec.defaults.items()
                  if v not in (None, ())]
         rows.append(f"  {'':<12}needs {', '.join(needs)}; defaults {' '.join(given)}")
+    from pddkit.studies import STUDIES
+
+    rows.append("studies (pddkit NAME ...):")
+    for study in STUDIES:
+        rows.append(f"  {study.name:<12}{study.description} ({study.paper})")
     cells = [r for r in rows if isinstance(r, tuple)]
     widths = [max(len(c[i]) for c in cells) for i in range(3)]  # aligned columns
     for r in rows:

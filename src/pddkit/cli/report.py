@@ -19,12 +19,11 @@ def report(directory) -> None:
 
     d = Path(directory)
     if (d / "summary.json").is_file():
-        from pddkit.reporting.sandbox_summary import window_dir, write_summary
+        from pddkit.reporting.sandbox_summary import result_dirs, write_summary
 
         summary = json.loads((d / "summary.json").read_text())
-        for r in summary["runs"]:
-            for w in r["windows"]:
-                write_report(window_dir(d, r, w))
+        for results in result_dirs(d, summary):
+            write_report(results)
         click.echo(f"report: {write_summary(d, summary)}")
         return
     html, md = write_report(d)

@@ -12,6 +12,22 @@ from pddkit.reporting.page import Config, Image, Links, Notice, Page, write_page
 from pddkit.reporting.table import Num, Table, best_cells, fmt, to_text
 
 
+def _run_keys(run: dict) -> list[str]:
+    return [*run["windows"], *([CONTAMINATION] if run.get(CONTAMINATION) else [])]
+
+
+def result_dirs(out: str | Path, summary: dict) -> list[Path]:
+    """Every results folder of a sandbox: each run's windows, and its contamination."""
+    return [result_dir(out, r, key) for r in summary["runs"] for key in _run_keys(r)]
+
+
+def result_dir(out: str | Path, run: dict, key: str) -> Path:
+    """A results folder (window length or CONTAMINATION) inside the sandbox folder `out`."""
+    if key != CONTAMINATION:
+        return window_dir(out, run, key)
+    return Path(out) / run[CONTAMINATION]["dir"]
+
+
 def window_dir(out: str | Path, run: dict, window: str) -> Path:
     """A window's results folder inside the sandbox folder `out`. summary.json names it
     relative to `out`; an older one holds the absolute path it had when it was written,
@@ -20,12 +36,23 @@ def window_dir(out: str | Path, run: dict, window: str) -> Path:
     return Path(out) / (d if not d.is_absolute() else Path(*d.parts[-2:]))
 
 
-def _grid(summary: dict, window: str) -> tuple[list[str], list[str], dict]:
-    """Columns (sweep values, or window lengths for a single run), methods, cells."""
+CONTAMINATION = "contamination"  # the key of a run's contaminants-vs-held-out evaluation
+
+
+def _entry(run: dict, key: str) -> dict:
+    return run[CONTAMINATION] if key == CONTAMINATION else run["windows"][key]
+
+
+def _grid(summary: dict, key: str) -> tuple[list[str], list[str], dict]:
+    """Columns (sweep values, or window lengths for a single run), methods, cells; `key`
+    is a window length or CONTAMINATION."""
     runs = summary["runs"]
     if summary["sweep"]:
         cols = [r["name"].split("=", 1)[1] for r in runs]
-        data = {c: r["windows"][window] for c, r in zip(cols, runs)}
+        data = {c: _entry(r, key) for c, r in zip(cols, runs)}
+    elif key == CONTAMINATION:
+        cols = ["examples"]
+        data = {"examples": runs[0][CONTAMINATION]}
     else:
         cols = list(runs[0]["windows"])
         data = runs[0]["windows"]
@@ -33,26 +60,52 @@ def _grid(summary: dict, window: str) -> tuple[list[str], list[str], dict]:
     return cols, methods, data
 
 
+def _keys(summary: dict) -> list[str]:
+    """What the runs were evaluated on: window lengths, then CONTAMINATION when present."""
+    return ([str(w) for w in summary["config"]["windows"]]
+            + ([CONTAMINATION] if summary.get(CONTAMINATION) else []))
+
+
+def _table(title: str, header: tuple, methods: list[str], cols: list[str], cell) -> Table:
+    rows = tuple((m, *(cell(c, m) for c in cols)) for m in methods)
+    baseline = frozenset(i for i, m in enumerate(methods) if m == "blind")
+    return Table(header=header, rows=rows, title=title, mark="*", baseline=baseline,
+                 best=best_cells(rows, range(1, len(cols) + 1), exclude=baseline),
+                 css_class="metrics")
+
+
 def tables(summary: dict) -> list[Table]:
     """One table per window length in a sweep (columns: sweep values), else one (columns:
-    window lengths, with CIs); the best detection method per column marked *."""
+    window lengths, with CIs); with contamination, its table (and, for a single run, AUC
+    by the number of copies a contaminant got); the best detection method per column
+    marked *."""
     windows = [str(w) for w in summary["config"]["windows"]]
+    keys = [k for k in _keys(summary) if summary["sweep"] or k in (windows[0], CONTAMINATION)]
     out = []
-    for window in windows if summary["sweep"] else [windows[0]]:
-        cols, methods, data = _grid(summary, window)
+    for key in keys:
+        cols, methods, data = _grid(summary, key)
+        what = ("contaminants vs held-out examples" if key == CONTAMINATION
+                else f"{key}-word windows")
         if summary["sweep"]:
             knob = summary["sweep"]["knob"]
-            title = f"AUC by {knob}, {window}-word windows"
+            title = f"AUC by {knob}, {what}"
             header = ("method", *[f"{knob}={c}" for c in cols])
+        elif key == CONTAMINATION:
+            title = f"AUC [95% CI], {what}"
+            header = ("method", f"{data['examples']['texts']} examples")
         else:
             title = "AUC [95% CI] by window length"
             header = ("method", *[f"{c} words" for c in cols])
-        rows = tuple((m, *(Num(data[c]["auc"][m], None if summary["sweep"] else
-                               tuple(data[c]["auc_ci"][m])) for c in cols)) for m in methods)
-        baseline = frozenset(i for i, m in enumerate(methods) if m == "blind")
-        out.append(Table(header=header, rows=rows, title=title, mark="*", baseline=baseline,
-                         best=best_cells(rows, range(1, len(cols) + 1), exclude=baseline),
-                         css_class="metrics"))
+        out.append(_table(title, header, methods, cols, lambda c, m, data=data: Num(
+            data[c]["auc"][m], None if summary["sweep"] else tuple(data[c]["auc_ci"][m]))))
+    if summary.get(CONTAMINATION) and not summary["sweep"]:
+        c = summary["runs"][0][CONTAMINATION]
+        by_k = c["auc_by_occurrences"]
+        ks = list(by_k)
+        out.append(_table("AUC of the contaminants inserted k times (per epoch) vs all held-out "
+                          "examples (contaminants in the bin)",
+                          ("method", *[f"k={k} ({c['occurrences'][k]})" for k in ks]),
+                          list(c["auc"]), ks, lambda k, m: Num(by_k[k][m], None)))
     return out
 
 
@@ -65,7 +118,11 @@ def _blind_warnings(summary: dict) -> list[str]:
     return [f"Warning: {r['name']}, {w}-word windows: the blind baseline reaches AUC "
             f"{fmt(d['auc']['blind'])}; members differ from non-members "
             "without any model."
-            for r in summary["runs"] for w, d in r["windows"].items() if d["blind_warn"]]
+            for r in summary["runs"] for w, d in r["windows"].items() if d["blind_warn"]] + [
+        f"Warning: {r['name']}, contamination: the blind baseline reaches AUC "
+        f"{fmt(r[CONTAMINATION]['auc']['blind'])}; contaminants differ from held-out examples "
+        "without any model." for r in summary["runs"]
+        if r.get(CONTAMINATION) and r[CONTAMINATION]["blind_warn"]]
 
 
 def summary_text(summary: dict) -> str:
@@ -103,15 +160,17 @@ def write_summary(out: str | Path, summary: dict) -> Path:
                           "are drawn from one corpus.",)))
     if summary["sweep"]:
         knob = summary["sweep"]["knob"]
-        for w in summary["config"]["windows"]:
-            cols, methods, data = _grid(summary, str(w))
+        for key in _keys(summary):
+            cols, methods, data = _grid(summary, key)
             series = {m: [data[c]["auc"][m] for c in cols] for m in methods}
-            caption = f"AUC vs {knob}, {w}-word windows"
-            blocks.append(Image(caption, f"sweep_{w}.png",
+            caption = f"AUC vs {knob}, " + ("contaminants vs held-out examples"
+                                            if key == CONTAMINATION else f"{key}-word windows")
+            blocks.append(Image(caption, f"sweep_{key}.png",
                                 plots.lines_png(knob, cols, series, caption)))
-    links = tuple((f"{r['name']}, {w}-word windows",
-                   (window_dir(".", r, w) / "report.html").as_posix())
-                  for r in summary["runs"] for w in r["windows"])
+    links = tuple((f"{r['name']}, " + ("contamination" if key == CONTAMINATION
+                                        else f"{key}-word windows"),
+                   (result_dir(".", r, key) / "report.html").as_posix())
+                  for r in summary["runs"] for key in _run_keys(r))
     blocks.append(Links("Full reports", links))
     blocks.append(Config({"config": summary["config"], "corpus": corpus}))
     html_path, _ = write_page(Page("pddkit sandbox", tuple(blocks)), out)

@@ -8,6 +8,11 @@ background documents) -> windows of 32/64/128 words cut verbatim from their docu
 scored by every method through the same pipeline as `pddkit run` -> results and reports
 per window length -> the ground truth checked from the files written (sandbox.ground_truth).
 
+With `contaminate` (sandbox.contamination), formatted benchmark examples are split into
+contaminants, inserted whole into every target's training documents a drawn number of
+times, and held-out examples; each run is also evaluated on contaminants vs held-out
+examples (RUN/contamination), with the AUC per number of copies.
+
 With a base model (`--base-model`, any pretrained causal LM), the target is that model
 pre-trained further on the members (its own tokenizer), and the reference model is the
 base model itself, as it was before it saw them.
@@ -25,7 +30,13 @@ from pddkit.errors import PddkitError
 
 logger = logging.getLogger(__name__)
 
-SWEEPABLE = {"repeats": int, "lr": float, "background": int, "epochs": int, "width": int}
+SWEEPABLE = {"repeats": int, "lr": float, "background": int, "epochs": int, "width": int,
+             "contamination-repeats": int}
+
+
+def _field(knob: str) -> str:
+    """The SandboxConfig field a sweep knob sets ("contamination-repeats" -> contamination_repeats)."""
+    return knob.replace("-", "_")
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,14 @@ class SandboxConfig:
     seed: int = 0
     base_model: str | None = None  # pretrained causal LM (directory or hub id) to go on from
     device: str = "auto"  # where models are trained and run
+    # benchmark contamination (sandbox.contamination): a table of formatted examples, of
+    # which `contamination_fraction` are inserted into the training documents, each a
+    # Poisson(`contamination_repeats`) number of times conditioned on >= 1 (or exactly
+    # `contamination_repeats` times when not `contamination_poisson`), the rest held out
+    contaminate: str | None = None
+    contamination_repeats: int = 1
+    contamination_poisson: bool = True
+    contamination_fraction: float = 0.5
 
     @property
     def learning_rate(self) -> float:
@@ -68,7 +87,7 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
     if not text:
         return None
     knob, eq, values = text.partition("=")
-    knob = knob.strip()
+    knob = knob.strip().replace("_", "-")
     if knob not in SWEEPABLE:
         raise PddkitError(f"unknown sweep knob {knob!r}; sweepable: {', '.join(SWEEPABLE)}")
     try:
@@ -85,7 +104,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
     from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
     from pddkit.resources.frequency import build_frequency_table
-    from pddkit.sandbox import ground_truth, training
+    from pddkit.sandbox import contamination, ground_truth, training
     from pddkit.sandbox.corpus import load_corpus
     from pddkit.sandbox.split import split_documents
 
@@ -99,6 +118,14 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     if cfg.base_model and any(getattr(cfg, k) != getattr(SandboxConfig, k) for k in shape):
         raise PddkitError("`layers`, `width` and `vocab_size` shape a model trained from "
                           "scratch; with `base_model` the base model's own shape is used")
+    if swept and swept[0] == "contamination-repeats" and not cfg.contaminate:
+        raise PddkitError("a `sweep` of contamination-repeats needs `contaminate` (a file of "
+                          "benchmark examples to insert)")
+    if cfg.contaminate:
+        low = min([cfg.contamination_repeats, *(swept[1] if swept and swept[0] ==
+                                                "contamination-repeats" else [])])
+        if low < 1:
+            raise PddkitError(f"`contamination_repeats` must be at least 1, not {low}")
     device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +151,14 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         tok = training.train_bpe_tokenizer([r["text"] for r in tok_rows],
                                            vocab_size=cfg.vocab_size)
     ground_truth.write_split_texts(out, split, tok_rows)
+    csplit = None
+    if cfg.contaminate:
+        csplit = contamination.split_examples(
+            contamination.load_examples(cfg.contaminate),
+            [d.text for d in split.members + split.nonmembers + split.reference + split.background],
+            fraction=cfg.contamination_fraction, seed=cfg.seed, file=str(cfg.contaminate))
+        ground_truth.write_jsonl(out / contamination.EXAMPLES, contamination.example_rows(csplit))
+        logger.info("contamination: %s", csplit.counts())
     ref_file = out / ground_truth.REFERENCE
     build_frequency_table(tok, cfg.base_model or cfg.tokenizer or "sandbox-bpe",
                           [ref_file]).save(out / "freq.npz")
@@ -142,9 +177,9 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     values = swept[1] if swept else [None]
     runs = []
     for value in values:
-        run_cfg = replace(cfg, **{swept[0]: value}) if swept else cfg
+        run_cfg = replace(cfg, **{_field(swept[0]): value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
-        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device))
+        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device, csplit))
     truth = ground_truth.verify_sandbox(out, [out / r["dir"] for r in runs], cfg.base_model,
                                         cfg.tokenizer)
     summary = {"ground_truth": truth,
@@ -155,6 +190,9 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                           "too_short": split.too_short,
                           "near_duplicates": {**asdict(nd), "dropped": nd.dropped}},
                "sweep": None if not swept else {"knob": swept[0], "values": swept[1]},
+               "contamination": None if csplit is None else {
+                   **csplit.counts(), "poisson": cfg.contamination_poisson,
+                   "fraction": cfg.contamination_fraction},
                "runs": runs, "seconds": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     from pddkit.reporting.sandbox_summary import write_summary
@@ -164,24 +202,34 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
 
 
 def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path,
-                        device: str) -> dict:
+                        device: str, csplit=None) -> dict:
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.reporting.report import write_report
-    from pddkit.sandbox import ground_truth, training
+    from pddkit.sandbox import contamination, ground_truth, training
     from pddkit.sandbox.split import windows
 
-    texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background)
+    crows = cdata = occurrences = None
+    if csplit is not None:  # benchmark examples inserted into the training documents
+        occurrences = contamination.draw_occurrences(
+            len(csplit.contaminants), cfg.contamination_repeats, cfg.contamination_poisson,
+            seed=cfg.seed)
+        cdata = contamination.dataset(csplit, occurrences)
+        ground_truth.write_jsonl(run_dir / contamination.FOLDER / contamination.EVALUATED,
+                                 contamination.evaluated_rows(cdata, occurrences))
+        crows = contamination.training_rows(csplit, occurrences)
+    texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background, crows)
     datasets = {}
     for w in cfg.windows:
         datasets[w] = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
         ground_truth.write_windows(run_dir / f"window-{w}", datasets[w])
     # checked from the files before any training; again for the summary at the end
     ground_truth.verify_run(out, run_dir, tokenizer_texts=not (cfg.tokenizer or cfg.base_model))
-    logger.info("training the target model%s: %d members x %d repeats + %d background, %d "
-                "epochs, lr %g", f" from {cfg.base_model}" if cfg.base_model else "",
-                len(split.members), cfg.repeats, cfg.background, cfg.epochs, cfg.learning_rate)
+    logger.info("training the target model%s: %d members x %d repeats + %d background + %d "
+                "contaminant copies, %d epochs, lr %g",
+                f" from {cfg.base_model}" if cfg.base_model else "", len(split.members),
+                cfg.repeats, cfg.background, sum(occurrences or ()), cfg.epochs, cfg.learning_rate)
     if cfg.base_model:
         model = load_model(cfg.base_model, device=device, dtype="float32", role="base model").model
     else:
@@ -193,28 +241,63 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     target_dir = training.save(model, tok, run_dir / "target-model")
     del model
     lm = load_model(str(target_dir), device=device, dtype="float32")
-    per_window = {}
-    probe_load = None  # the probe is trained once per model, then reused for every window length
-    for w in cfg.windows:
-        dataset = datasets[w]
+    probe_load = None  # the probe is trained once per model, then reused for every data set
+
+    def score(dataset, wdir: Path, what: str):
+        nonlocal probe_load
         rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_lm.name,
                        freq=str(out / "freq.npz"), batch_size=32, device=device,
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
                        probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
                        probe_load=probe_load, probe_lrs=cfg.probe_lrs)
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
-        wdir = result.write(run_dir / f"window-{w}")
+        wdir = result.write(wdir)
         if result.probe is not None:
             probe_load = str(wdir / "probe")
-        write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {w}-word windows")
-        per_window[str(w)] = {
+        write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {what}")
+        metrics = result.metrics()
+        return result, {
             "dir": wdir.relative_to(out).as_posix(), "texts": len(dataset.samples),
-            "auc": {k: m.auc for k, m in result.metrics().items()},
-            "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in result.metrics().items()},
-            "tpr@0.05": {k: m.tpr[0.05] for k, m in result.metrics().items()},
+            "auc": {k: m.auc for k, m in metrics.items()},
+            "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in metrics.items()},
+            "tpr@0.05": {k: m.tpr[0.05] for k, m in metrics.items()},
             "blind_warn": None if result.blind is None else result.blind.warn,
         }
+
+    per_window = {str(w): score(datasets[w], run_dir / f"window-{w}", f"{w}-word windows")[1]
+                  for w in cfg.windows}
     # folders relative to the sandbox folder: it can be moved and still rebuild its reports
-    return {"name": run_dir.name, "dir": run_dir.relative_to(out).as_posix(), "train_loss": history,
-            "target_model": target_dir.relative_to(out).as_posix(),
-            "windows": per_window}
+    entry = {"name": run_dir.name, "dir": run_dir.relative_to(out).as_posix(),
+             "train_loss": history, "target_model": target_dir.relative_to(out).as_posix(),
+             "windows": per_window}
+    if cdata is not None:
+        result, entry["contamination"] = score(cdata, run_dir / contamination.FOLDER,
+                                               "contaminants vs held-out examples")
+        drawn = {e.id: k for e, k in zip(csplit.contaminants, occurrences)}
+        entry["contamination"].update(_by_occurrences(result, drawn))
+    return entry
+
+
+def _by_occurrences(result, drawn: dict[str, int]) -> dict:
+    """Contaminants per drawn count, and each method's AUC of the contaminants whose count
+    lies in a bin (1, 2, 3-4, 5-8, ...) against every held-out example (the paper's
+    Figure 5c)."""
+    import numpy as np
+
+    from pddkit.evaluation.metrics import weighted_roc
+
+    labels = np.asarray(result.labels)
+    occ = np.array([drawn.get(i, 0) for i in result.ids])  # held-out examples: 0
+    bins = {}
+    for k in sorted(set(drawn.values())):
+        hi = 1 << (k - 1).bit_length()  # the power of two at or above k
+        bins.setdefault(str(k) if hi <= 2 else f"{hi // 2 + 1}-{hi}", []).append(k)
+    by_bin = {}
+    for name, ks in bins.items():
+        keep = (labels == 0) | np.isin(occ, ks)
+        by_bin[name] = {m: float(weighted_roc(np.asarray(s)[keep], labels[keep],
+                                              np.ones((1, int(keep.sum()))))[0][0])
+                        for m, s in result.scores().items()}
+    return {"occurrences": {name: int(np.isin(occ, ks).sum()) for name, ks in bins.items()},
+            "mean_occurrences": float(np.mean(list(drawn.values()))),
+            "auc_by_occurrences": by_bin}

@@ -8,7 +8,9 @@ Files, each one JSON object a line:
   sandbox trains it: not with --tokenizer or --base-model);
 - RUN/train-documents.jsonl: `id`, `role` (member / background), `repeats`, `text`: exactly
   what that run's target model was trained on (each text `repeats` times per epoch);
-- RUN/window-W/windows.jsonl: `id`, `text`, `label`, `group` of the windows scored.
+- RUN/window-W/windows.jsonl: `id`, `text`, `label`, `group` of the windows scored;
+- with `contaminate`, the files of sandbox.contamination (checked by its `verify`, called
+  from `verify_run`): benchmark examples inserted into the training documents.
 
 `verify_run` re-reads these files, independently of how the split was made, and raises
 PddkitError unless every member window is verbatim training text of its document, no
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
+from pddkit.sandbox import contamination
 from pddkit.sandbox.ngrams import N, ngram_hashes
 
 logger = logging.getLogger(__name__)
@@ -63,16 +66,21 @@ def write_split_texts(out: Path, split, tokenizer_texts: list[dict] | None) -> N
         write_jsonl(out / TOKENIZER, tokenizer_texts)
 
 
-def write_train_documents(run_dir: Path, split, repeats: int, background: int) -> list[str]:
+def write_train_documents(run_dir: Path, split, repeats: int, background: int,
+                          contaminants: list[dict] | None = None) -> list[str]:
     """RUN/train-documents.jsonl; returns the training texts (members x repeats, then
-    background), built from the rows written."""
+    background, then each contaminant row's text `repeats` times), built from the rows
+    written. The trainer shuffles them every epoch: each copy of a contaminant lands whole
+    at a random position among the documents."""
     rows = [{"id": d.id, "role": "member", "repeats": repeats, "text": d.text}
             for d in split.members]
     rows += [{"id": d.id, "role": "background", "repeats": 1, "text": d.text}
              for d in split.background[:background]]
+    rows += contaminants or []
     write_jsonl(run_dir / TRAIN, rows)
     members = [r["text"] for r in rows if r["role"] == "member"]
-    return members * repeats + [r["text"] for r in rows if r["role"] == "background"]
+    return (members * repeats + [r["text"] for r in rows if r["role"] == "background"]
+            + [r["text"] for r in rows if r["role"] == "contaminant" for _ in range(r["repeats"])])
 
 
 def write_windows(wdir: Path, dataset: Dataset) -> Path:
@@ -94,6 +102,7 @@ class RunCheck:
     nonmember_documents_shared: int
     evaluated_documents: int
     evaluated_documents_shared: int  # share a run with the reference pool / tokenizer texts
+    contamination: contamination.ContaminationCheck | None = None  # with `contaminate`
 
     @property
     def failures(self) -> list[str]:
@@ -127,9 +136,13 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
     for r in train.values():
         train_grams |= ngram_hashes(r["text"])
     evaluated = {r["id"]: r for r in read_jsonl(out / EVALUATED)}
+    ref_texts = [r["text"] for r in read_jsonl(out / REFERENCE)
+                 + (read_jsonl(out / TOKENIZER) if tokenizer_texts else [])]
     ref_grams: set[int] = set()
-    for r in read_jsonl(out / REFERENCE) + (read_jsonl(out / TOKENIZER) if tokenizer_texts else []):
-        ref_grams |= ngram_hashes(r["text"])
+    for t in ref_texts:
+        ref_grams |= ngram_hashes(t)
+    cc = (contamination.verify(out, run_dir, list(train.values()), ref_texts, ref_grams)
+          if contamination.present(out, run_dir) else None)  # raises on a failure
     files = sorted(run_dir.glob(f"window-*/{WINDOWS}"))
     if not files:
         raise PddkitError(f"ground truth check: {run_dir} holds no window-*/{WINDOWS}")
@@ -158,7 +171,8 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
         nonmember_documents_shared=sum(i in train or not doc_grams[i].isdisjoint(train_grams)
                                        for i in nonmembers),
         evaluated_documents=len(evaluated),
-        evaluated_documents_shared=sum(not g.isdisjoint(ref_grams) for g in doc_grams.values()))
+        evaluated_documents_shared=sum(not g.isdisjoint(ref_grams) for g in doc_grams.values()),
+        contamination=cc)
     if check.failures:
         raise PddkitError(f"ground truth check failed for {run_dir}: "
                           + "; ".join(check.failures))
@@ -184,6 +198,10 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
                                              " or tokenizer texts"))
     if len(checks) > 1:
         line += f" (in each of the {len(checks)} runs)" if same else f" (run {c.run}; all pass)"
+    if c.contamination is not None:
+        copies = ("" if len(checks) == 1 else " (copies per epoch: " + ", ".join(
+            f"{k.contamination.insertions} in {k.run}" for k in checks) + ")")
+        line += "; contamination: " + c.contamination.sentence(copies=not copies) + copies
     if base_model:
         line += ("; the base model's own pre-training data is unknown: only what the sandbox "
                  "added is checked")

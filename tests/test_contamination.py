@@ -1,0 +1,231 @@
+"""`pddkit sandbox --contaminate`: benchmark examples inserted into the training documents
+(Shi et al. 2024, section 6), their clean split, the copies drawn, the ground-truth check
+from the files, and a sweep of contamination-repeats end to end."""
+
+import json
+import math
+import random
+
+import pytest
+from conftest import gutenberg_paragraphs, shared_path
+
+from pddkit.cli import main
+from pddkit.errors import PddkitError
+from pddkit.sandbox import contamination as cont
+from pddkit.sandbox import ground_truth
+from pddkit.sandbox.contamination import Example
+from pddkit.sandbox.corpus import Corpus, Document, paragraphs, strip_gutenberg
+from pddkit.sandbox.split import split_documents, windows
+
+TINY = ["--members", "16", "--reference", "16", "--layers", "1", "--width", "64",
+        "--vocab-size", "300", "--context", "128", "--windows", "32", "--bootstrap", "50",
+        "--section-words", "120", "--methods", "loss,mink,zlib"]
+
+
+def qa_examples(n: int, seed: int = 0, max_words: int = 90) -> list[str]:
+    """`n` formatted question + answer examples made from Poe's and Wilde's paragraphs
+    (the sandbox corpus below is Doyle's and Austen's)."""
+    root = shared_path("corpora", "gutenberg")
+    paras: list[str] = []
+    for author in ("Poe, Edgar Allan", "Wilde, Oscar"):
+        for f in sorted((root / author).glob("*.txt"))[:3]:
+            text = strip_gutenberg(f.read_text(encoding="utf-8", errors="replace"))
+            paras += [p for p in paragraphs(text, 30) if len(p.split()) <= max_words]
+    paras = sorted(set(paras))
+    random.Random(seed).shuffle(paras)
+    assert len(paras) >= n, len(paras)
+    out = []
+    for p in paras[:n]:
+        words = p.split()
+        out.append(f"Question: how does the passage beginning \"{' '.join(words[:8])}\" go on?\n"
+                   f"Answer: {' '.join(words[8:])}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in gutenberg_paragraphs(140)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def examples_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "bench.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "text": t}) + "\n"
+                            for i, t in enumerate(qa_examples(40, max_words=50))))
+    return path
+
+
+def _words(tag: str, n: int) -> str:
+    return " ".join(f"{tag}{j}" for j in range(n))
+
+
+def test_examples_are_split_clean_half_and_half():
+    corpus = [_words("c", 100), _words("d", 100)]
+    ex = [Example(f"e{i}", f"Q: {_words(f'x{i}_', 20)}\nA: yes", "f") for i in range(40)]
+    ex += [Example("dup", ex[0].text.upper().replace(" ", "  "), "f"),  # same text, folded
+           Example("empty", "  \n ", "f"),
+           Example("inside", ex[1].text[3:40], "f"),  # verbatim inside another example
+           Example("corpus", "Q: " + " ".join(corpus[0].split()[5:18]) + " ?", "f"),  # 13-word run
+           Example("quote", corpus[1][10:40], "f"),  # a short verbatim quote
+           Example("sib", "Q2: " + " ".join(ex[2].text.split()[1:15]) + " no", "f")]  # shares with e2
+    split = cont.split_examples(ex, corpus, fraction=0.5, seed=3, file="f")
+    c = split.counts()
+    assert (c["duplicates"], c["empty"], c["inside_another"], c["shared_with_corpus"]) == (1, 1, 1, 2)
+    assert c["contaminants"] + c["heldout"] + c["shared_both_sides"] == 41
+    assert abs(c["contaminants"] - c["heldout"]) <= 1
+    side = {e.id: "c" for e in split.contaminants} | {e.id: "h" for e in split.heldout}
+    assert "sib" not in side or side["sib"] == side["e2"]  # a shared 13-word run: one side
+    again = cont.split_examples(ex, corpus, fraction=0.5, seed=3, file="f")
+    assert again == split  # seeded
+    assert cont.split_examples(ex, corpus, fraction=0.5, seed=4, file="f") != split
+    quarter = cont.split_examples(ex, corpus, fraction=0.25, seed=3, file="f")
+    assert 9 <= len(quarter.contaminants) <= 10  # round(0.25 x 41)
+    with pytest.raises(PddkitError, match=r"`contamination_fraction` must lie between 0 and 1"):
+        cont.split_examples(ex, corpus, fraction=1.0)
+    with pytest.raises(PddkitError, match=r"leaves 1 contaminants and 1 held-out examples .*at "
+                                          r"least 2 of each are needed"):
+        cont.split_examples(ex[:2], corpus, file="f")
+
+
+def test_copies_are_poisson_with_at_least_one_or_exact():
+    assert cont.draw_occurrences(5, 4, poisson=False) == (4,) * 5
+    for mean in (1, 2, 8):
+        draws = cont.draw_occurrences(20000, mean, seed=1)
+        assert min(draws) >= 1  # a draw of 0 is drawn again: every contaminant is a member
+        expected = mean / (1 - math.exp(-mean))  # zero-truncated Poisson mean
+        assert abs(sum(draws) / len(draws) - expected) < 0.05 * expected
+        assert len(set(draws)) > 3  # not constant
+    assert cont.draw_occurrences(50, 2, seed=1) == cont.draw_occurrences(50, 2, seed=1)
+    assert cont.draw_occurrences(50, 2, seed=1) != cont.draw_occurrences(50, 2, seed=2)
+    with pytest.raises(PddkitError, match=r"`contamination_repeats` must be at least 1, not 0"):
+        cont.draw_occurrences(3, 0)
+
+
+def _corpus() -> Corpus:
+    return Corpus("c", tuple(Document(f"d{i}", _words(f"w{i}_", 150), "x") for i in range(60)), 1, 0)
+
+
+def _write(tmp_path, poisson=True):
+    """The sandbox's files for one run with contaminants, as experiment.py writes them."""
+    split = split_documents(_corpus(), 15, 15, 5, min_words=64, seed=0)
+    ex = [Example(f"example:{i}", f"Question {i}: {_words(f'q{i}_', 25)}\nAnswer: yes", "f")
+          for i in range(30)]
+    csplit = cont.split_examples(ex, [d.text for d in split.members + split.nonmembers
+                                      + split.reference + split.background], seed=0, file="f")
+    tok_rows = [{"id": d.id, "text": d.text} for d in split.reference + split.background]
+    ground_truth.write_split_texts(tmp_path, split, tok_rows)
+    ground_truth.write_jsonl(tmp_path / cont.EXAMPLES, cont.example_rows(csplit))
+    run = tmp_path / "run"
+    occ = cont.draw_occurrences(len(csplit.contaminants), 3, poisson=poisson, seed=0)
+    data = cont.dataset(csplit, occ)
+    ground_truth.write_jsonl(run / cont.FOLDER / cont.EVALUATED, cont.evaluated_rows(data, occ))
+    texts = ground_truth.write_train_documents(run, split, 1, 5, cont.training_rows(csplit, occ))
+    ground_truth.write_windows(run / "window-64", windows(split, 64, seed=0))
+    return run, csplit, occ, texts
+
+
+@pytest.mark.parametrize("poisson", [True, False])
+def test_each_contaminant_is_in_the_training_stream_as_often_as_drawn(tmp_path, poisson):
+    run, csplit, occ, texts = _write(tmp_path, poisson)
+    assert all(k >= 1 for k in occ) and (poisson or set(occ) == {3})
+    for e, k in zip(csplit.contaminants, occ):  # what the trainer gets: k whole copies each
+        assert sum(t.count(e.text) for t in texts) == k
+    assert all(not any(e.text in t for t in texts) for e in csplit.heldout)
+    check = ground_truth.verify_run(tmp_path, run).contamination
+    assert (check.contaminants, check.contaminants_counted) == (15, 15)
+    assert (check.heldout, check.heldout_in_training, check.insertions) == (15, 0, sum(occ))
+    line = ground_truth.verify_sandbox(tmp_path, [run], None, None)["line"]
+    assert line.endswith(f"; contamination: 15 of 15 contaminants occur verbatim in the training "
+                         f"documents exactly as often as drawn ({sum(occ)} copies per epoch); 0 "
+                         "of 15 held-out examples occur in or share a 13-word run with training "
+                         "text")
+
+
+@pytest.mark.parametrize("tamper", ["held-out trained on", "held-out quoted", "count off",
+                                    "contaminant also in a background document", "wrong role",
+                                    "reference pool quotes an example"])
+def test_the_check_fails_on_tampered_contamination_files(tmp_path, tamper):
+    run, csplit, _, _ = _write(tmp_path)
+    train = ground_truth.read_jsonl(run / ground_truth.TRAIN)
+    held, first = csplit.heldout[0], csplit.contaminants[0]
+    expect = "1 of 15 held-out examples occur in, or share a 13-word run with, training text"
+    if tamper == "held-out trained on":
+        train.append({"id": held.id, "role": "contaminant", "repeats": 1, "text": held.text})
+    elif tamper == "held-out quoted":  # 13 words of it inside a background document
+        next(r for r in train if r["role"] == "background")["text"] += " " + " ".join(
+            held.text.split()[3:16])
+    elif tamper == "count off":
+        next(r for r in train if r["id"] == first.id)["repeats"] += 1
+        expect = "1 of 15 contaminants do not occur in the training documents as often as drawn"
+    elif tamper == "contaminant also in a background document":
+        next(r for r in train if r["role"] == "background")["text"] += "\n" + first.text
+        expect = "1 of 15 contaminants do not occur in the training documents as often as drawn"
+    elif tamper == "wrong role":
+        rows = ground_truth.read_jsonl(tmp_path / cont.EXAMPLES)
+        next(r for r in rows if r["id"] == held.id)["role"] = "contaminant"
+        ground_truth.write_jsonl(tmp_path / cont.EXAMPLES, rows)
+        expect = "1 of 30 evaluated examples are not examples of the file with their role"
+    else:
+        ref = ground_truth.read_jsonl(tmp_path / ground_truth.REFERENCE)
+        ref[0]["text"] += " " + held.text
+        ground_truth.write_jsonl(tmp_path / ground_truth.REFERENCE, ref)
+        expect = "1 of 30 examples occur in, or share a 13-word run with, the reference pool"
+    ground_truth.write_jsonl(run / ground_truth.TRAIN, train)
+    with pytest.raises(PddkitError, match=f"ground truth check failed for .*contamination: .*{expect}"):
+        ground_truth.verify_run(tmp_path, run)
+
+
+def test_bad_contamination_inputs_are_one_sentence(corpus_file, examples_file, tmp_path, capsys):
+    for args, sentence in [
+        (["--sweep", "contamination-repeats=1,2"],
+         "a --sweep of contamination-repeats needs --contaminate"),
+        (["--contaminate", str(examples_file), "--contamination-repeats", "0"],
+         "--contamination-repeats must be at least 1, not 0"),
+        (["--contaminate", str(tmp_path / "none.jsonl")], "--contaminate file"),
+        (["--contaminate", str(examples_file), "--contamination-fraction", "1.5"],
+         "--contamination-fraction must lie between 0 and 1"),
+    ]:
+        code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(tmp_path / "o"),
+                     "--overwrite", "--epochs", "1", "--ref-epochs", "1", *TINY, *args])
+        err = capsys.readouterr().err
+        assert code == 1 and sentence in err and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_a_contamination_sweep_end_to_end(corpus_file, examples_file, tmp_path, capsys):
+    out = tmp_path / "sb"
+    args = list(TINY)
+    for knob, value in (("--members", "12"), ("--reference", "12"), ("--section-words", "60")):
+        args[args.index(knob) + 1] = value
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), "--contaminate",
+                 str(examples_file), "--sweep", "contamination-repeats=1,4", "--contamination-exact",
+                 "--epochs", "2", "--ref-epochs", "1", "--lr", "3e-3", *args])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "AUC by contamination-repeats, contaminants vs held-out examples" in printed.out
+    summary = json.loads((out / "summary.json").read_text())
+    truth = summary["ground_truth"]
+    assert truth["line"].endswith(
+        " (in each of the 2 runs); contamination: 20 of 20 contaminants occur verbatim in the "
+        "training documents exactly as often as drawn; 0 of 20 held-out examples occur in or "
+        "share a 13-word run with training text (copies per epoch: 20 in "
+        "contamination-repeats=1, 80 in contamination-repeats=4)")
+    c = summary["contamination"]
+    assert (c["examples"], c["contaminants"], c["heldout"], c["poisson"]) == (40, 20, 20, False)
+    rows = ground_truth.read_jsonl(out / cont.EXAMPLES)
+    assert sum(r["role"] == "contaminant" for r in rows) == 20
+    for run, k in zip(summary["runs"], (1, 4)):
+        entry = run["contamination"]
+        res = json.loads((out / entry["dir"] / "results.json").read_text())
+        assert res["counts"]["members"] == 20 and res["counts"]["nonmembers"] == 20
+        assert {"loss", "mink", "zlib", "blind"} <= set(entry["auc"])
+        assert (out / entry["dir"] / "report.html").is_file()
+        assert entry["occurrences"] == {"1" if k == 1 else "3-4": 20}
+        train = ground_truth.read_jsonl(out / run["dir"] / ground_truth.TRAIN)
+        assert sorted(r["repeats"] for r in train if r["role"] == "contaminant") == [k] * 20
+        assert (out / run["dir"] / "window-32" / "results.json").is_file()  # windows as before
+    assert (out / "sweep_contamination.png").is_file() and (out / "sweep_32.png").is_file()
+    assert "contamination-repeats=4, contamination" in (out / "report.html").read_text()
+    assert main(["report", str(out)]) == 0
