@@ -55,7 +55,8 @@ def independent_scores(world, texts):
         rows.append({
             "loss": L.mean(), "zlib": L.mean() / len(zlib.compress(text.encode("utf-8"))),
             "lowercase": -(L.mean() / Llow.mean()), "ref": L.mean() - Lref.mean(),
-            "mink": np.sort(L)[:m].mean(), "minkpp": np.sort(z)[:m].mean(),
+            "mink": np.sort(L)[:m].mean(), "maxk": np.sort(L)[::-1][:m].mean(),
+            "minkpp": np.sort(z)[:m].mean(),
             "surp": L[S].mean(), "dcpdd": alpha.mean(),
         })
     return rows
@@ -72,7 +73,7 @@ def test_run_end_to_end_agrees_with_independent_spec(toy_world, tmp_path, capsys
     code, _, err = run_cli(capsys, *common, "--output", out32, "--batch-size", "32")
     assert code == 0, err
     s1, s32 = read_scores(out1), read_scores(out32)
-    methods = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd"]
+    methods = ["loss", "zlib", "lowercase", "ref", "mink", "maxk", "minkpp", "surp", "dcpdd"]
     assert set(s1[0]) == {"id", "label", "blind", *methods}  # + the model-free baseline
     for a, b in zip(s1, s32):  # batch size: equal up to float32 rounding in the matmuls
         assert a["id"] == b["id"]
