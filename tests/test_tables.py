@@ -94,11 +94,28 @@ def test_a_missing_path_and_an_offline_hub_id_are_one_sentence(tmp_path, monkeyp
         load_table(tmp_path / "nope.csv")
     import pddkit.data.hub as hub
 
-    def offline(repo, split):
-        raise PddkitError(f"could not load {repo} split {split} from the hub (ConnectionError)")
+    class OfflineDatasets:  # datasets.load_dataset with no network
+        @staticmethod
+        def load_dataset(repo, split):
+            raise ConnectionError("no network")
 
-    monkeypatch.setattr(hub, "hub_rows", offline)
-    with pytest.raises(PddkitError, match="could not load someone/some-set split train"):
+    monkeypatch.setattr(hub, "_hub_module", lambda module, repo: OfflineDatasets)
+    with pytest.raises(PddkitError) as err:
+        load_table("someone/some-set")
+    assert str(err.value) == ("could not load someone/some-set split train from the hub "
+                              "(ConnectionError); offline users pass `data_dir` with the JSONL files")
+    monkeypatch.undo()
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_datasets(name, *args, **kwargs):
+        if name == "datasets":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_datasets)
+    with pytest.raises(PddkitError, match=r"needs `pip install pddkit\[hub\]`"):
         load_table("someone/some-set")
 
 
@@ -126,3 +143,50 @@ def test_pddkit_blind_reads_a_csv_with_its_field_names(tmp_path, capsys):
     assert [r["id"] for r in scores] == [str(i) for i in range(40)]
     code, _, err = run_cli(capsys, "blind", "--data", path, "--bootstrap", "50")
     assert code == 1 and "has no 'text' (or 'input') column" in err and "--text-field" in err
+
+
+def test_named_fields_a_file_lacks_are_one_sentence_in_every_format(tmp_path):
+    jl = tmp_path / "d.jsonl"
+    jl.write_text(json.dumps({"body": "hello", "Book": "b1"}) + "\n")
+    with pytest.raises(PddkitError) as err:
+        load_table(jl, Fields(text="body", group="book"))
+    assert str(err.value) == f"{jl} line 1 has no 'book' group column; its columns are 'body', 'Book'"
+    with pytest.raises(PddkitError, match="has no 'text' \\(or 'input'\\) column; its columns are "
+                                          "'body', 'Book' \\(name the text column"):
+        load_table(jl)  # not "use on_invalid='skip'", which would skip every line
+    csv_path = write_delimited(tmp_path / "d.csv", [{"text": "x", "Book": "b"}], ",")
+    with pytest.raises(PddkitError, match="has no 'book' group column"):
+        load_table(csv_path, Fields(group="book"))
+
+
+def test_bom_long_cells_and_extra_cells(tmp_path):
+    path = tmp_path / "excel.csv"
+    book = "word " * 60000  # a cell larger than the csv module's default limit
+    path.write_bytes(("\ufefftext,label\n" + f"{book},1\nshort,0\n").encode("utf-8"))
+    ds = load_table(path)
+    assert ds.labels == [1, 0] and len(ds.samples[0].text) == len(book)
+    path.write_text("text,label\nfine,1\ntoo,0,many\n")
+    with pytest.raises(PddkitError, match=r"line 3 has 1 more cells than the header's 2 columns"):
+        load_table(path)
+    jl = tmp_path / "bom.jsonl"
+    jl.write_bytes(("\ufeff" + json.dumps({"text": "a", "label": 1}) + "\n").encode("utf-8"))
+    assert load_table(jl).labels == [1]
+
+
+def test_a_missing_local_file_is_not_taken_for_a_hub_id(tmp_path):
+    with pytest.raises(PddkitError, match=r"^data file data/x\.jsonl does not exist$"):
+        load_table("data/x.jsonl")
+
+
+def test_counts_of_what_a_loader_changed_reach_the_dataset_counts(tmp_path):
+    jl = tmp_path / "d.jsonl"
+    jl.write_text(json.dumps({"text": "a"}) + "\n\n\n" + json.dumps({"text": "b"}) + "\n")
+    assert load_table(jl).counts()["blank_lines"] == 2
+
+
+def test_a_builders_recorded_language_is_read(tmp_path):
+    (tmp_path / "data.jsonl").write_text(json.dumps({"text": "专利", "label": 1}) + "\n"
+                                         + json.dumps({"text": "发明", "label": 0}) + "\n")
+    (tmp_path / "manifest.json").write_text(json.dumps({"builder": "patentmia", "language": "zh"}))
+    assert load_table(tmp_path / "data.jsonl").language == "zh"
+    assert load_table(tmp_path / "data.jsonl", language="en").language == "en"

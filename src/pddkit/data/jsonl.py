@@ -37,7 +37,7 @@ def read_lines(path: Path, meta: dict | None = None):
     with path.open("rb") as fh:
         for line_no, raw in enumerate(fh, start=1):
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")  # a BOM
             except UnicodeDecodeError as e:
                 yield line_no, BadRow(f"is not valid UTF-8 (byte {e.start})")
                 continue
@@ -58,5 +58,14 @@ def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = N
     if not path.is_file():
         raise PddkitError(f"data file {path} does not exist")
     meta = {"blank_lines": 0}
-    return rows_to_dataset(read_lines(path, meta), name or str(path), str(path), fields, on_invalid,
+
+    def rows():
+        checked = False
+        for number, row in read_lines(path, meta):
+            if not checked and isinstance(row, dict):  # the first object: named fields exist?
+                fields.check_columns(row, f"{path} line {number}")
+                checked = True
+            yield number, row
+
+    return rows_to_dataset(rows(), name or str(path), str(path), fields, on_invalid,
                            unit="line", meta=meta)

@@ -34,6 +34,12 @@ class Fields:
     group: str = "group"
     subset: str = "subset"
 
+    def named_optional(self) -> dict[str, str]:
+        """The optional columns given names other than the defaults: {"label": "is_member"}."""
+        return {what: name for what, name, default in (
+            ("label", self.label, DEFAULT_LABEL), ("id", self.id, "id"),
+            ("group", self.group, "group"), ("subset", self.subset, "subset")) if name != default}
+
     def text_key(self, row: dict) -> str | None:
         if self.text is not None:
             return self.text if self.text in row else None
@@ -50,8 +56,9 @@ class Fields:
         if self.text_key(dict.fromkeys(cols)) is None:
             raise PddkitError(f"{where} has no {self.describe_text()} column; its columns are "
                               f"{have} (name the text column with `text_field`)")
-        if self.label != DEFAULT_LABEL and self.label not in cols:  # named, so wanted
-            raise PddkitError(f"{where} has no '{self.label}' label column; its columns are {have}")
+        for what, name in self.named_optional().items():  # named by the user, so wanted
+            if name not in cols:
+                raise PddkitError(f"{where} has no '{name}' {what} column; its columns are {have}")
 
 
 DEFAULT_FIELDS = Fields()

@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from pddkit.errors import PddkitError
 
+# counts a loader records in Dataset.meta that reach results.json (counts) when non-zero
+LOADER_COUNTS = ("blank_lines", "unpaired_left_out", "nul_characters_removed", "snippets_with_nul")
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -63,6 +66,9 @@ class Dataset:
         }
         if "limited_from" in self.meta:  # a quick try on a sample of the data (limit)
             out["limited_from"] = int(self.meta["limited_from"])
+        for key in LOADER_COUNTS:  # what a loader left out or changed, counted
+            if self.meta.get(key):
+                out[key] = int(self.meta[key])
         return out
 
     def limit(self, n: int, seed: int = 0) -> Dataset:

@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from pddkit.data.jsonl import load_jsonl
-from pddkit.data.records import DEFAULT_FIELDS, Fields, rows_to_dataset
+from pddkit.data.records import DEFAULT_FIELDS, BadRow, Fields, rows_to_dataset
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 
@@ -44,24 +44,43 @@ def load_table(source: str | Path, fields: Fields = DEFAULT_FIELDS, on_invalid: 
             dataset = _parquet(path, fields, on_invalid, name)
         else:
             dataset = load_jsonl(path, on_invalid=on_invalid, name=name, fields=fields)
-    elif _looks_like_hub_id(str(source)):
+    elif _looks_like_hub_id(path):
         dataset = _hub(str(source), fields, on_invalid, name, split)
     else:
         raise PddkitError(f"data file {source} does not exist")
+    language = language or _built_language(path)
     if language is not None:
         dataset = dataset.with_meta(language=language)
     return dataset
 
 
-def _looks_like_hub_id(text: str) -> bool:
-    parts = text.split("/")
-    return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+FILE_SUFFIXES = (".jsonl", ".json", ".ndjson", ".txt", *DELIMITERS, *PARQUET, ".arrow")
+
+
+def _looks_like_hub_id(path: Path) -> bool:
+    """owner/name that is not a missing local file (no file suffix, no existing folder)."""
+    parts = str(path).split("/")
+    return (len(parts) == 2 and all(parts) and not str(path).startswith((".", "~"))
+            and path.suffix.lower() not in FILE_SUFFIXES and not path.parent.is_dir())
+
+
+def _built_language(path: Path) -> str | None:
+    """The language a pddkit builder recorded in manifest.json beside its data.jsonl."""
+    manifest = path.parent / "manifest.json"
+    if not path.is_file() or not manifest.is_file():
+        return None
+    try:
+        meta = json.loads(manifest.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return meta.get("language") if isinstance(meta, dict) and meta.get("builder") else None
 
 
 def _delimited(path: Path, delimiter: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
     """CSV / TSV with a header line; an empty cell of label, id, group or subset is absent."""
+    csv.field_size_limit(2**31 - 1)  # a cell may hold a whole book
     try:
-        fh = path.open(newline="", encoding="utf-8")
+        fh = path.open(newline="", encoding="utf-8-sig")  # a BOM (Excel) is not in a name
         reader = csv.DictReader(fh, delimiter=delimiter)
         header = reader.fieldnames or []
     except UnicodeDecodeError as e:
@@ -73,8 +92,12 @@ def _delimited(path: Path, delimiter: str, fields: Fields, on_invalid: str, name
         try:
             for row in reader:
                 # DictReader's line_num is the line the row ends on (quoted cells may span lines)
+                if None in row:  # cells beyond the header's columns: nothing is dropped silently
+                    yield reader.line_num, BadRow(f"has {len(row[None])} more cells than the "
+                                                  f"header's {len(header)} columns")
+                    continue
                 yield reader.line_num, {k: (None if k in optional and v == "" else v)
-                                        for k, v in row.items() if k is not None}
+                                        for k, v in row.items()}
         except UnicodeDecodeError as e:
             raise PddkitError(f"{path} after line {reader.line_num} is not valid UTF-8 "
                               f"(byte {e.start})") from None
