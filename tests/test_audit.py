@@ -11,6 +11,7 @@ import pytest
 from cli_helpers import run_cli, write_jsonl
 from conftest import shared_path
 
+from pddkit.cli import main
 from pddkit.errors import PddkitError
 from pddkit.evaluation.thresholds import Threshold
 from pddkit.studies import STUDIES
@@ -163,6 +164,9 @@ def test_report_files_and_browser(tmp_path):
     m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
     assert m and m.group(1) == m.group(2) == "2", dom[:300]
     assert "Member Book" in dom and "Books ranked by contamination rate" in dom
+    (out / "report.html").unlink()
+
+    assert main(["report", str(out)]) == 0 and "id='verdict'" in (out / "report.html").read_text()
 
 
 # Ground truth: a tiny GPT-2-shaped model trained on whole books (members); other books it

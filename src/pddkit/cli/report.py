@@ -26,5 +26,31 @@ def report(directory) -> None:
             write_report(results)
         click.echo(f"report: {write_summary(d, summary)}")
         return
-    html, md = write_report(d)
+    html, md = _study_report(d) or write_report(d)
     click.echo(f"report: {html} and {md}")
+
+
+def _study_report(d: Path):
+    """(html, md) of a case study's folder rebuilt from its results.json; None for a run."""
+    import json
+
+    from pddkit.errors import PddkitError
+
+    try:
+        data = json.loads((d / "results.json").read_text())
+    except (OSError, ValueError):
+        return None
+    study = data.get("study") if isinstance(data, dict) else None
+    if study == "audit":
+        from pddkit.reporting.audit_report import write_audit_report
+
+        return write_audit_report(d)
+    if study == "infer":
+        from pddkit.reporting.infer_report import write_infer_report
+
+        return write_infer_report(d, data)
+    if study is not None:
+        raise PddkitError(f"{d} holds a `pddkit {study}` result, whose report that command "
+                          "writes (its results.json keeps only what the report summarises): "
+                          "run it again to rebuild the report")
+    return None

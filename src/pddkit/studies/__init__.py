@@ -31,16 +31,9 @@ def register_study(name: str, description: str, paper: str):
 
 
 def _load_all() -> None:
-    """Import every study module (each registers itself); a module not written yet is
-    simply absent."""
-    import importlib
-
-    for name in ("audit", "infer", "compare", "contamination"):
-        try:
-            importlib.import_module(f"pddkit.studies.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"pddkit.studies.{name}":
-                raise
+    """Import every study module (each registers itself). The contamination simulation is
+    part of the sandbox (`pddkit sandbox --contaminate`), not a study of its own."""
+    from pddkit.studies import audit, compare, infer  # noqa: F401
 
 
 STUDIES.set_loader(_load_all)
