@@ -46,7 +46,9 @@ def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends: no 5.6e-17 for 0 of n
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high
 
 
 def require_both_classes(labels, what: str = "the validation data") -> tuple[int, int]:
