@@ -4,7 +4,6 @@ bad inputs, the report, and ground truth on a tiny model trained on whole books.
 import csv
 import json
 import re
-import subprocess
 from itertools import pairwise
 
 import pytest
@@ -153,16 +152,9 @@ def test_report_files_and_browser(tmp_path):
     assert "id='verdict'" in html and "Tiny: 12 words" in html and "<script src" not in html
     md = (out / "report.md").read_text()
     assert "| 1 | Member Book | 95.0 [76.0, 99.0] | 19/20 | above never-seen |" in md
-    from test_report import chromium
+    from browser import rendered
 
-    exe = chromium()
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-           "--dump-dom", (out / "report.html").resolve().as_uri()]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
-    assert m and m.group(1) == m.group(2) == "2", dom[:300]
+    dom = rendered(out / "report.html", tmp_path / "profile", images=2)
     assert "Member Book" in dom and "Books ranked by contamination rate" in dom
     (out / "report.html").unlink()
 

@@ -10,7 +10,6 @@ import csv
 import json
 import random
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,7 +196,7 @@ def test_verdict_sentence():
 
 
 def test_outputs_and_browser(tmp_path):
-    from test_report import chromium
+    from browser import rendered
 
     from pddkit.reporting.compare_report import terminal_text, write_outputs
 
@@ -218,14 +217,7 @@ def test_outputs_and_browser(tmp_path):
     assert len((out / "scores.jsonl").read_text().splitlines()) == 4
     text = terminal_text(res)
     assert "4 chunks: 2 not removed" in text and "HP#3" in text
-    exe = chromium()
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-           "--dump-dom", (out / "report.html").resolve().as_uri()]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
-    assert m and m.group(1) == m.group(2) == "1", dom[:300]
+    dom = rendered(out / "report.html", tmp_path / "profile", images=1)
     assert "id=\"verdict\"" in dom and "HP#3" in dom and "Not removed" in dom
 
 

@@ -1,13 +1,11 @@
 """Reports from a results folder, and what a headless browser shows of report.html."""
 
 import json
-import os
-import re
-import shutil
 import subprocess
 
 import numpy as np
 import pytest
+from browser import browser_command, rendered
 
 from pddkit.cli import main
 from pddkit.evaluation.metrics import compute_metrics
@@ -51,26 +49,10 @@ def test_report_command(results_dir, tmp_path, capsys):
     assert "is not a results folder: results.json is missing" in capsys.readouterr().err
 
 
-def chromium():
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing: `make test` installs it (Debian package chromium)")
-        pytest.skip("chromium is not installed (make test installs it)")
-    return exe
-
-
 def test_browser_shows_images_and_table(results_dir, tmp_path):
     html_path, _ = write_report(results_dir)
-    exe = chromium()
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-           "--dump-dom", html_path.resolve().as_uri()]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
-    assert m, dom[:500]
-    assert m.group(1) == m.group(2) == "3"  # every image decoded with a real size
+    dom = rendered(html_path, tmp_path / "profile", images=3)  # every image decoded, real size
+    cmd = browser_command(html_path, tmp_path / "profile")
     assert dom.count("<tr") == 4 and "AUC [95% CI]" in dom
     shot = tmp_path / "shot.png"
     subprocess.run([*cmd[:-2], f"--screenshot={shot}", "--window-size=1200,2400",
