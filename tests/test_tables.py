@@ -190,3 +190,11 @@ def test_a_builders_recorded_language_is_read(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"builder": "patentmia", "language": "zh"}))
     assert load_table(tmp_path / "data.jsonl").language == "zh"
     assert load_table(tmp_path / "data.jsonl", language="en").language == "en"
+
+
+def test_options_that_would_be_ignored_are_refused(tmp_path):
+    path = write_delimited(tmp_path / "d.csv", ROWS, ",")
+    with pytest.raises(PddkitError, match="one file, without splits: `data_split`"):
+        load_table(path, FIELDS, split="test")
+    with pytest.raises(PddkitError, match="`data_dir` is the folder of a `benchmark`'s files"):
+        DataSource(data=path, fields=FIELDS, data_dir=tmp_path).load()

@@ -30,6 +30,9 @@ class DataSource:
         if (self.data is None) == (self.benchmark is None):
             raise PddkitError("give exactly one of `data` and `benchmark`")
         if self.data is not None:
+            if self.data_dir is not None:
+                raise PddkitError("`data_dir` is the folder of a `benchmark`'s files; with "
+                                  "`data` it would be ignored")
             dataset = load_table(self.data, self.fields, self.on_invalid, split=self.data_split)
         else:
             if self.fields != DEFAULT_FIELDS or self.data_split is not None:

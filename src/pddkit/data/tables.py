@@ -37,6 +37,9 @@ def load_table(source: str | Path, fields: Fields = DEFAULT_FIELDS, on_invalid: 
     if path.is_dir():
         dataset = _arrow_folder(path, fields, on_invalid, name, split)
     elif path.is_file():
+        if split is not None:
+            raise PddkitError(f"{path} is one file, without splits: `data_split` is for a hub "
+                              "id or a datasets folder holding several")
         suffix = path.suffix.lower()
         if suffix in DELIMITERS:
             dataset = _delimited(path, DELIMITERS[suffix], fields, on_invalid, name)
