@@ -5,8 +5,6 @@ bad input."""
 import csv
 import json
 import random
-import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -99,13 +97,41 @@ def test_suspect_texts_that_look_more_familiar_are_detected():
     assert t.gaps["a"] > 0.5 and abs(t.gaps["b"]) < 0.3
 
 
-def test_the_classifier_learns_the_direction_so_any_difference_counts():
-    """Maini et al.'s premise: the sets differ only by training. Suspect texts that look
-    *less* familiar are separated too (a negative weight and gap show it), which is why the
-    reference set must come from the suspect set's distribution."""
+def test_suspect_texts_that_look_less_familiar_are_not_used_in_training():
+    """Features are oriented higher = member, and the classifier's weights are non-negative:
+    suspect texts that look *less* familiar are no evidence of training. The test finds
+    nothing, the mirrored test finds the difference, and the verdict says so."""
     down = synthetic(shift=-1.0)
     t = compare_sets(down.suspect, down.reference, NAMES, seed=0)
-    assert t.p_value < 1e-6 and t.weights["a"] < 0 and t.gaps["a"] < -0.5
+    assert t.gaps["a"] < -0.5 and t.weights["a"] == 0.0
+    assert all(w >= 0 for w in t.weights.values()) and t.p_value > 0.05
+    d = decide(down, alpha=0.05, seed=0)
+    assert not d.used_in_training and d.test.p_value >= 0.05
+    assert d.less_familiar_p_value is not None and d.less_familiar_p_value < 1e-6
+    assert d.verdict.startswith("No evidence") and "LESS familiar" in d.verdict
+    assert "familiar, unlike" not in d.verdict  # never the "used in training" sentence
+    # without the false-positive check too
+    d = decide(down, alpha=0.05, false_positive_check=False, seed=0)
+    assert not d.used_in_training and "LESS familiar" in d.verdict
+    # a more-familiar signal is still detected, and the mirrored test is not run then
+    up = decide(synthetic(shift=1.0), alpha=0.05, seed=0)
+    assert up.used_in_training and up.less_familiar_p_value is None
+
+
+def test_the_nonnegative_fit_matches_an_unconstrained_fit_when_every_weight_is_positive():
+    from sklearn.linear_model import LogisticRegression
+
+    from pddkit.studies.infer import fit_nonnegative
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, 3))
+    y = (X @ [1.0, 0.5, 0.8] + rng.standard_normal(300) > 0).astype(float)
+    w, b = fit_nonnegative(X, y)
+    ref = LogisticRegression(solver="newton-cholesky", tol=1e-10).fit(X, y.astype(int))
+    np.testing.assert_allclose(w, ref.coef_[0], atol=1e-4)
+    assert b == pytest.approx(ref.intercept_[0], abs=1e-4)
+    w, _ = fit_nonnegative(X, 1 - y)  # every feature points the other way: all weights 0
+    assert (w == 0).all()
 
 
 def test_the_classifier_is_fitted_on_the_first_halves_only():
@@ -320,15 +346,9 @@ def test_cli_end_to_end(world, tmp_path, capsys):
 
 
 def _browser_check(html_path, tmp_path):
-    """Headless Chromium shows the page with both figures decoded."""
-    from test_report import chromium
+    """Headless Chromium shows the page with both figures decoded (the p-value curve, the
+    histogram)."""
+    from browser import rendered
 
-    exe = chromium()
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000",
-           "--dump-dom", html_path.resolve().as_uri()]
-    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
-    m = re.search(r'data-images-decoded="(\d+)/(\d+)"', dom)
-    assert m and m.group(1) == m.group(2) == "2", dom[:500]  # the p-value curve, the histogram
+    dom = rendered(html_path, tmp_path / "profile", 2)
     assert "id=\"verdict\"" in dom and "Feature weights" in dom

@@ -14,8 +14,9 @@ from pddkit.reporting.table import Num, Table, to_text
 
 EXPLAIN = ("How to read this: a classifier learns, from half of the suspect texts and half of "
            "the reference texts, which combination of membership signals (how likely the "
-           "model finds each text, its rarest and most likely tokens, ...) tells them apart; it "
-           "then scores the other halves. If the model was trained on the suspect texts, they "
+           "model finds each text, its rarest and most likely tokens, ...) tells them apart, "
+           "counting each signal only in the direction of familiarity (its weight cannot be "
+           "negative); it then scores the other halves. If the model was trained on the suspect texts, they "
            "score higher, and a small p-value says such a gap is unlikely by chance. The "
            "false-positive check runs the same test on two halves of the reference set, where "
            "no gap should exist: a small p-value there means the test is picking up something "
@@ -56,7 +57,9 @@ def weights_table(data: dict) -> Table:
     return Table(header=("feature", "weight", "suspect - reference"),
                  rows=tuple((k, Num(w[k]), Num(gaps[k], digits=2)) for k in order),
                  title="Feature weights (logistic regression on z-scored features)",
-                 notes=("Weight > 0: a higher value of the feature points to the suspect set. "
+                 notes=("Weights are constrained to be >= 0, so only features on which the "
+                        "suspect texts look more familiar count; weight > 0: a higher value of "
+                        "the feature points to the suspect set. "
                         "suspect - reference: the difference of the sets' means in standard "
                         "deviations of the suspect set; every feature is higher for more "
                         "familiar text, so training moves them up.",),
@@ -76,7 +79,9 @@ def infer_page(data: dict) -> Page:
     from pddkit.reporting import infer_plots
 
     cfg = data["configuration"]
-    inconclusive = data["p_value"] < data["alpha"] and not data["used_in_training"]
+    less = data.get("less_familiar_p_value")
+    inconclusive = ((data["p_value"] < data["alpha"] and not data["used_in_training"])
+                    or (less is not None and less < data["alpha"]))
     check = data["false_positive_check_p_value"]
     blocks: list = [
         Notice((data["verdict"],), kind="warn" if inconclusive else "ok", id="verdict",

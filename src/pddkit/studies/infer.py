@@ -1,10 +1,20 @@
 """Dataset inference (Maini et al. 2024, "LLM Dataset Inference: Did you train on my
 dataset?"): was a whole set of texts (the suspect set) in the model's training data? One
 engine pass scores the suspect texts and texts of the same distribution known to be unseen
-(the reference set) with many membership features; a linear classifier fitted on one half
-of each set scores the other halves, and a one-sided Welch t-test asks whether suspect
-texts score higher. A false-positive check runs the same test on two halves of the
-reference set, where no difference should be found.
+(the reference set) with many membership features, each oriented so that higher = more
+member-like; a linear classifier fitted on one half of each set scores the other halves,
+and a one-sided Welch t-test asks whether suspect texts score higher. A false-positive
+check runs the same test on two halves of the reference set, where no difference should be
+found.
+
+The direction is part of the test: the classifier's weights are constrained to be
+non-negative (a logistic regression fitted with bounds, `fit_nonnegative`), so its score
+can only rise with features that rise with membership, and a small p-value means the
+suspect texts look *more* familiar than the reference texts. Suspect texts that look less
+familiar get weights of zero on the features where they are lower (all zero: constant
+scores, p = 1); `decide` then runs the mirrored test (features negated) and, when that one
+is significant, the verdict says the sets differ but the suspect texts look less familiar,
+which is not evidence of training (`used_in_training` False).
 
 `compare_sets` and `false_positive_test` work on feature matrices alone (milliseconds), so
 the statistics can be rerun for many seeds on features computed once."""
@@ -86,6 +96,9 @@ class Decision:
     alpha: float
     used_in_training: bool
     verdict: str
+    # the mirrored test (suspect texts look *less* familiar), run when the test is not
+    # significant; None when not run
+    less_familiar_p_value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,7 @@ class InferenceResult:
             "verdict": d.verdict, "used_in_training": d.used_in_training, "alpha": d.alpha,
             "p_value": d.test.p_value,
             "false_positive_check_p_value": None if d.check is None else d.check.p_value,
+            "less_familiar_p_value": d.less_familiar_p_value,
             "n": {"suspect": int(self.features.suspect.shape[0]),
                   "reference": int(self.features.reference.shape[0])},
             "features": list(self.features.names),
@@ -173,13 +187,13 @@ def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str
                  n: int | None = None) -> SetTest:
     """Maini et al.'s test on feature matrices: each set shuffled (seeded) and cut to its
     first `n` texts (all by default); features clipped and z-scored (`normalise`); a
-    logistic regression fitted on the first half of each set (suspect 1, reference 0)
-    scores the second halves; one-sided Welch t-test that suspect scores are higher. The
-    classifier learns whichever direction separates the sets, so any difference counts: the
-    premise is that the reference set comes from the suspect set's distribution; `gaps`
-    show per feature whether the suspect texts look more familiar (positive) or less."""
-    from sklearn.linear_model import LogisticRegression
-
+    logistic regression with non-negative weights (`fit_nonnegative`) fitted on the first
+    half of each set (suspect 1, reference 0) scores the second halves; one-sided Welch
+    t-test that suspect scores are higher. Features are oriented higher = more member-like,
+    so the test looks only for suspect texts that look *more* familiar: a feature on which
+    the suspect texts are lower gets weight 0, and when every weight is 0 the scores are
+    constant and p = 1. `gaps` show per feature whether the suspect texts look more
+    familiar (positive) or less."""
     rng = np.random.default_rng(seed)
     S = np.asarray(suspect, dtype=np.float64)[rng.permutation(len(suspect))][:n]
     R = np.asarray(reference, dtype=np.float64)[rng.permutation(len(reference))][:n]
@@ -187,18 +201,40 @@ def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str
     S, R = normalise(S, R)
     hs, hr = len(S) // 2, len(R) // 2
     X = np.vstack([S[:hs], R[:hr]])
-    y = np.r_[np.ones(hs), np.zeros(hr)].astype(int)
-    # L2, C = 1 (scikit-learn's default); Newton steps: exact for a few dozen features and far
-    # faster than lbfgs here, which matters when the test is rerun for many seeds
-    clf = LogisticRegression(solver="newton-cholesky", max_iter=200).fit(X, y)
-    s_scores, r_scores = clf.decision_function(S[hs:]), clf.decision_function(R[hr:])
+    y = np.r_[np.ones(hs), np.zeros(hr)]
+    w, b = fit_nonnegative(X, y)
+    s_scores, r_scores = S[hs:] @ w + b, R[hr:] @ w + b
     t, p = welch_greater(s_scores, r_scores)
     return SetTest(p_value=p, t_statistic=t,
-                   weights={k: float(w) for k, w in zip(names, clf.coef_[0])},
-                   intercept=float(clf.intercept_[0]),
+                   weights={k: float(v) for k, v in zip(names, w)},
+                   intercept=float(b),
                    gaps={k: float(g) for k, g in zip(names, S.mean(axis=0) - R.mean(axis=0))},
                    n_fit=(hs, hr), n_test=(len(S) - hs, len(R) - hr),
                    suspect_scores=s_scores, reference_scores=r_scores)
+
+
+def fit_nonnegative(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.ndarray, float]:
+    """(weights, intercept) of an L2-penalised logistic regression (scikit-learn's objective:
+    C * log-loss summed over rows + ||w||^2 / 2, intercept not penalised) with every weight
+    constrained to be >= 0: L-BFGS-B from zero with the exact gradient, deterministic."""
+    from scipy.optimize import minimize
+
+    X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    F = X.shape[1]
+
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:F], theta[F]
+        z = X @ w + b
+        # log(1 + exp(-z)) for y = 1, log(1 + exp(z)) for y = 0
+        loss = C * float(np.sum(np.logaddexp(0.0, np.where(y > 0, -z, z)))) + 0.5 * float(w @ w)
+        r = C * (0.5 * (1.0 + np.tanh(0.5 * z)) - y)  # sigmoid(z) - y, overflow-free
+        return loss, np.r_[X.T @ r + w, r.sum()]
+
+    res = minimize(objective, np.zeros(F + 1), jac=True, method="L-BFGS-B",
+                   bounds=[(0.0, None)] * F + [(None, None)],
+                   options={"maxiter": 1000, "gtol": 1e-8, "ftol": 1e-12})
+    w = np.maximum(res.x[:F], 0.0)
+    return w, float(res.x[F])
 
 
 def welch_greater(suspect_scores: np.ndarray, reference_scores: np.ndarray) -> tuple[float, float]:
@@ -251,13 +287,27 @@ def decide(features: FeatureMatrix, alpha: float = 0.05, false_positive_check: b
         check_curve = tuple(CurvePoint(n, false_positive_test(R, names, seed, n).p_value)
                             for n in curve_sizes(len(R) - len(R) // 2))
     used = test.p_value < alpha and (check is None or check.p_value >= alpha)
+    # not significant: do the suspect texts look *less* familiar instead? (the same test with
+    # every feature negated, so that higher = less member-like)
+    less_p = None if test.p_value < alpha else compare_sets(-S, -R, names, seed).p_value
     return Decision(test, check, curve, check_curve, alpha, used,
-                    verdict_sentence(test.p_value, None if check is None else check.p_value, alpha))
+                    verdict_sentence(test.p_value, None if check is None else check.p_value,
+                                     alpha, less_p),
+                    less_p)
 
 
-def verdict_sentence(p: float, check_p: float | None, alpha: float) -> str:
-    """The verdict for a non-specialist."""
+def verdict_sentence(p: float, check_p: float | None, alpha: float,
+                     less_p: float | None = None) -> str:
+    """The verdict for a non-specialist; `less_p` is the mirrored test's p-value (suspect
+    texts less familiar), given when the test itself is not significant."""
     ps = f"p = {p:.2g}"
+    if p >= alpha and less_p is not None and less_p < alpha:
+        return (f"No evidence of training on the suspect texts: the model does treat them "
+                f"differently from the reference texts, but it finds them LESS familiar "
+                f"(p = {less_p:.2g} for less familiar; {ps} for more familiar, not below the "
+                f"{alpha:g} threshold), which is not evidence of training. The reference texts "
+                "probably differ from the suspect texts in some other way (source, time, "
+                "topic); use a reference set drawn from the same source as the suspect texts.")
     if p < alpha and check_p is not None and check_p < alpha:
         return (f"Inconclusive: the model treats the suspect texts differently from the reference "
                 f"texts ({ps}), but it also separates two halves of the reference set, which it "
