@@ -11,7 +11,6 @@ bucket (`subset` = N), balanced by seeded down-sampling of its larger side.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -20,6 +19,8 @@ from pathlib import Path
 from pddkit.data.builders import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.words import snippet as cut
 from pddkit.data.builders.words import word_spans
+from pddkit.data.jsonl import read_lines
+from pddkit.data.records import BadRow
 from pddkit.errors import PddkitError
 
 SNIPPETS = ("random", "first")
@@ -61,14 +62,12 @@ def read_documents(path: Path) -> tuple[list[Document], bytes]:
         raise PddkitError(f"input file {path} does not exist")
     raw = path.read_bytes()
     docs = []
-    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
+    # lines end at "\n" only (a JSON string may hold U+2028 and the like); a line that is
+    # not UTF-8 or not JSON is an error naming the file and line
+    for number, row in read_lines(path):
         where = f"{path} line {number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PddkitError(f"{where} is not valid JSON ({e.msg} at column {e.colno})") from None
+        if isinstance(row, BadRow):
+            raise PddkitError(f"{where} {row}")
         text = row.get("text", row.get("input")) if isinstance(row, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise PddkitError(f"{where} has no 'text' string")

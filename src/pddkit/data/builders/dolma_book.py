@@ -4,8 +4,9 @@ non-member books.
 Each book (a Project Gutenberg .txt, header and licence footer stripped) is cut into
 consecutive N-word segments; `head` is the first, `middle` segment `len // 2`, `tail` the
 last. One row per book, position and N: `subset` = position ("head/512" when several N
-are built), `group` = book, so folds keep a book whole. A book shorter than one segment
-is skipped for that N and counted in the manifest.
+are built), `group` = book, so folds keep a book whole. A book with fewer than three
+segments of N words (head, middle and tail would repeat a text) is skipped for that N and
+counted in the manifest (`skipped_too_short`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pddkit.errors import PddkitError
 logger = logging.getLogger(__name__)
 
 POSITIONS = ("head", "middle", "tail")
+MIN_SEGMENTS = len(POSITIONS)  # fewer segments would make positions share a text
 
 
 def book_files(given: object, name: str) -> list[tuple[str, Path]]:
@@ -81,7 +83,7 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
             spans = word_spans(text, language)
             for n in lengths:
                 count = len(spans) // n
-                if count == 0:
+                if count < MIN_SEGMENTS:
                     too_short[str(n)] += 1
                     continue
                 for pos, index in positions(count).items():
@@ -91,15 +93,16 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
     skipped = sum(too_short.values())
     notes = []
     if skipped:
-        notes.append(f"dolma-book skipped {skipped} (book, length) pairs shorter than one "
-                     f"segment: {', '.join(f'{v} at {k} words' for k, v in too_short.items() if v)}")
+        notes.append(f"dolma-book skipped {skipped} (book, length) pairs shorter than "
+                     f"{MIN_SEGMENTS} segments: "
+                     f"{', '.join(f'{v} at {k} words' for k, v in too_short.items() if v)}")
     if undecodable:
         notes.append(f"dolma-book read {undecodable} books that are not UTF-8 with replacement "
                      "characters")
     if not any(r["label"] == 1 for r in rows) or not any(r["label"] == 0 for r in rows):
         side = "member" if not any(r["label"] == 1 for r in rows) else "non-member"
-        raise PddkitError(f"no {side} book is at least {lengths[0]} words long, so dolma-book "
-                          "has nothing to compare")
+        raise PddkitError(f"no {side} book is at least {MIN_SEGMENTS} x {lengths[0]} words "
+                          "long, so dolma-book has nothing to compare")
     counts = {"books": {"members": len(books[1]), "nonmembers": len(books[0])},
               "skipped_too_short": too_short, "undecodable_books": undecodable,
               "rows_per_subset": _per_subset(rows)}
