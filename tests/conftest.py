@@ -136,9 +136,9 @@ def mask_model_dir(tmp_path_factory, toy_world):
     return out
 
 
-# fixtures that train or build models: a test that uses one is `slow` (fast lane: -m "not slow")
+# fixtures that train or build models or start Ray: a test that uses one is `slow` (fast lane: -m "not slow")
 SLOW_FIXTURES = {"toy_world", "toy_lm", "mask_model_dir", "corpus_file", "llama_base",
-                 "family_lm", "bos_ne_eos", "no_bos", "result"}
+                 "family_lm", "bos_ne_eos", "no_bos", "result", "local_ray"}
 
 
 def pytest_collection_modifyitems(config, items):

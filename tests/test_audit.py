@@ -140,6 +140,7 @@ def _hand_made(tmp_path):
     return r.write(tmp_path / "audit")
 
 
+@pytest.mark.slow
 def test_report_files_and_browser(tmp_path):
     out = _hand_made(tmp_path)
     for name in ("results.json", "books.csv", "snippets.jsonl", "report.html", "report.md",

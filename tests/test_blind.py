@@ -38,6 +38,7 @@ def wikimia(length):
     return [r["input"] for r in rows], np.array([r["label"] for r in rows])
 
 
+@pytest.mark.slow
 def test_chance_on_a_random_split():
     texts = author_paragraphs("Doyle, Arthur Conan", 300)
     labels = np.array([random.Random(i).randint(0, 1) for i in range(len(texts))])
@@ -48,6 +49,7 @@ def test_chance_on_a_random_split():
     assert "found no shift" in v.sentence() and "do not differ" not in v.sentence()
 
 
+@pytest.mark.slow
 def test_separates_two_authors():
     austen, doyle = author_paragraphs("Austen, Jane", 150), author_paragraphs("Doyle, Arthur Conan", 150)
     labels = np.array([1] * len(austen) + [0] * len(doyle))
@@ -57,6 +59,7 @@ def test_separates_two_authors():
     assert v.warn and "prove little" in v.sentence()
 
 
+@pytest.mark.slow
 def test_folds_keep_a_documents_texts_together():
     """Each document carries an identity token and a random label: without groups the
     classifier learns the identity; with groups it cannot, and falls to chance."""
@@ -132,6 +135,7 @@ def test_date_features_by_hand():
     assert "min_year>=1914" in span and "min_year>=1916" not in span and "max_year>=1920" in span
 
 
+@pytest.mark.slow
 def test_years_alone_separate_what_word_tfidf_cannot():
     """Same filler text on both sides; members mention a year up to 2016, non-members one
     after it, each year rarely repeated: the date features learn the cut-off, word TF-IDF
@@ -156,6 +160,7 @@ def test_years_alone_separate_what_word_tfidf_cannot():
     assert wauc < 0.8, wauc
 
 
+@pytest.mark.slow
 def test_the_scored_fold_never_informs_its_own_scores():
     """Outer folds fixed: flipping the labels of fold 0 leaves fold 0's scores unchanged
     (hyperparameters, meta model and vocabularies come from the other folds), and they

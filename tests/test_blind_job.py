@@ -2,6 +2,7 @@
 where they leave a core idle, after them otherwise; the same scores either way."""
 
 import numpy as np
+import pytest
 
 from pddkit.data.samples import Sample, make_dataset
 from pddkit.engine.blind_job import MANY_CORES, BlindJob, beside_the_passes
@@ -20,6 +21,7 @@ def test_where_the_baseline_runs(monkeypatch):
     assert beside_the_passes(RunConfig(model="m"))
 
 
+@pytest.mark.slow
 def test_thread_and_inline_give_the_same_scores():
     words = ["old", "ancient", "river", "castle", "new", "phone", "online", "startup", "app"]
     rng = np.random.default_rng(0)

@@ -271,6 +271,7 @@ PG_MENTIONS_KEPT = {"Doyle, Arthur Conan/A Study in Scarlet",
                     "Wilde, Oscar/The Ballad of Reading Gaol"}
 
 
+@pytest.mark.slow
 def test_no_gutenberg_boilerplate_in_any_shared_books_segments(tmp_path):
     """Every shared book's head, middle and tail segments are free of Project Gutenberg
     boilerplate (header, wrapped START markers, producer credits, the old header without a

@@ -112,6 +112,7 @@ def test_a_copied_model_folder_shares_the_statistics(model_dir, tmp_path):
     assert res.counts["cache"]["target pass"] == {"hits": 12, "misses": 0}
 
 
+@pytest.mark.slow
 def test_encodings_are_remembered_per_truncation(model_dir, tmp_path, monkeypatch):
     full = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
     cut = run_dataset(dataset(), config(model_dir, tmp_path / "cache", max_length=4))
@@ -123,6 +124,7 @@ def test_encodings_are_remembered_per_truncation(model_dir, tmp_path, monkeypatc
     np.testing.assert_array_equal(again.methods[0].scores, cut.methods[0].scores)
 
 
+@pytest.mark.slow
 def test_new_texts_are_encoded_and_scored_old_ones_read(model_dir, tmp_path):
     run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
     more = Dataset("more", (*dataset().samples, Sample("x0", "an entirely new text here", 1),
@@ -131,6 +133,7 @@ def test_new_texts_are_encoded_and_scored_old_ones_read(model_dir, tmp_path):
     assert res.counts["cache"]["target pass"] == {"hits": 12, "misses": 2}
 
 
+@pytest.mark.slow
 def test_the_blind_memo_follows_the_labels(model_dir, tmp_path):
     run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
     flipped = Dataset("flipped", tuple(Sample(s.id, s.text, 1 - s.label) for s in dataset().samples))

@@ -195,6 +195,7 @@ def test_verdict_sentence():
     assert none.verdict.startswith("None of the 1 text chunks kept its likelihood")
 
 
+@pytest.mark.slow
 def test_outputs_and_browser(tmp_path):
     from browser import rendered
 

@@ -37,6 +37,7 @@ def test_ngrams_are_13_lowercased_whitespace_words():
     assert ngram_hashes(a) == ngram_hashes(a.upper().replace(" ", "\n  "))
 
 
+@pytest.mark.slow
 def test_documents_sharing_a_13_word_run_never_take_two_roles():
     corpus = _paired_corpus(13)
     for seed in range(5):

@@ -113,6 +113,7 @@ def test_two_server_errors_then_success_is_retried(server, tok, texts, key, capl
     assert "HTTP 500; retrying" in caplog.text and KEY not in caplog.text
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_one_sentence(server, tok, texts, key, caplog):
     b = server.reset("hang", hang_s=3.0)
     with caplog.at_level(logging.DEBUG), pytest.raises(PddkitError) as err:
@@ -166,6 +167,7 @@ def test_an_unreachable_server_is_one_sentence_naming_the_url(tok, texts, key, c
     assert KEY not in caplog.text
 
 
+@pytest.mark.slow
 def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_path):
     from pddkit.backends.openai_api import OpenAIBackend
 
@@ -192,6 +194,7 @@ def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_p
         OpenAIBackend("tiny", "127.0.0.1:8000", tok)
 
 
+@pytest.mark.slow
 def test_pddkit_run_through_the_api_equals_the_hf_backend(server, model, tok, texts, key, tmp_path,
                                                          capsys):
     """End to end: `pddkit run --backend openai` scores what `--model DIR` scores, skips the
@@ -235,6 +238,7 @@ def test_pddkit_run_through_the_api_equals_the_hf_backend(server, model, tok, te
     assert len(server.behaviour.requests) == sent  # all from the cache
 
 
+@pytest.mark.slow
 def test_api_timeout_and_retries_reach_the_backend_from_the_cli(server, tok, texts, key, tmp_path,
                                                                  capsys):
     """`--api-timeout 0.5 --api-retries 1`: a server that never answers is given up after

@@ -49,6 +49,7 @@ def test_report_command(results_dir, tmp_path, capsys):
     assert "is not a results folder: results.json is missing" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_browser_shows_images_and_table(results_dir, tmp_path):
     html_path, _ = write_report(results_dir)
     dom = rendered(html_path, tmp_path / "profile", images=3)  # every image decoded, real size

@@ -141,6 +141,7 @@ def _window(path, shift, seed):
             "blind_warn": r.blind.warn}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("absolute", [False, True])
 def test_sandbox_summary_rebuilds_from_a_moved_folder(tmp_path, absolute, capsys):
     """summary.json names window folders relative to the sandbox folder (an older one:

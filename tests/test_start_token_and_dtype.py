@@ -56,6 +56,7 @@ def no_bos(toy_world, tmp_path_factory):
     return _model_with(tok, tmp_path_factory.mktemp("no-bos"))
 
 
+@pytest.mark.slow  # its fixtures (chosen by `which`) need the trained toy world
 @pytest.mark.parametrize("which", ["bos_ne_eos", "no_bos"])
 def test_the_start_token_is_bos_else_eos(which, request):
     lm = request.getfixturevalue(which)

@@ -114,6 +114,7 @@ def test_texts_without_a_subset_count_in_the_pooled_metrics_only():
 
 # -- the blind baseline per subset -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_blind_baseline_is_fitted_within_each_subset():
     from pddkit.evaluation.blind import BlindBaseline
 
@@ -130,6 +131,7 @@ def test_the_blind_baseline_is_fitted_within_each_subset():
     assert set(per) == {"a", "b"} and all(set(v) == {"auc", "warn"} for v in per.values())
 
 
+@pytest.mark.slow
 def test_blind_subsets_that_cannot_be_fitted_get_no_auc():
     ds = labelled(subsets=("a", "b", "c"), n=20, one_class="c")
     small = [s for s in ds.samples if s.subset != "b" or int(s.id.split("-")[1]) < 3]  # b: 2+1
@@ -142,6 +144,7 @@ def test_blind_subsets_that_cannot_be_fitted_get_no_auc():
     assert res.methods[0].subsets["b"] is not None  # the methods still have b's AUC
 
 
+@pytest.mark.slow
 def test_pddkit_blind_reports_each_subset_too(tmp_path):
     from pddkit.evaluation.blind import BlindBaseline
     from pddkit.evaluation.blind_run import blind_result
@@ -159,6 +162,7 @@ def test_pddkit_blind_reports_each_subset_too(tmp_path):
 
 # -- where the columns show -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_results_json_terminal_and_report_show_one_column_per_subset(tmp_path):
     from pddkit.reporting.report import write_report
     from pddkit.reporting.terminal import metrics_table
