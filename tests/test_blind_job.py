@@ -1,11 +1,12 @@
-"""The run's blind baseline (engine/blind_job.py): beside the model passes on a thread
-where they leave a core idle, after them otherwise; the same scores either way."""
+"""The run's blind baseline (engine/blind_job.py): on a thread beside the model passes
+where they leave a core idle, in a child process while a small CPU machine loads the
+model, inline otherwise; the same scores, notices and errors in all three."""
 
 import numpy as np
 import pytest
 
 from pddkit.data.samples import Sample, make_dataset
-from pddkit.engine.blind_job import MANY_CORES, BlindJob, beside_the_passes
+from pddkit.engine.blind_job import MANY_CORES, BlindJob, beside_the_passes, where_to_run
 from pddkit.engine.config import RunConfig
 
 
@@ -19,22 +20,72 @@ def test_where_the_baseline_runs(monkeypatch):
     assert not beside_the_passes(RunConfig(model="m"))  # auto on 2 cores: after the passes
     monkeypatch.setattr(os, "cpu_count", lambda: MANY_CORES)
     assert beside_the_passes(RunConfig(model="m"))
+    assert where_to_run(RunConfig(model="m", device="cuda")) == "thread"
+    assert where_to_run(RunConfig(model="m", device="cpu")) == "process"  # while the model loads
+    assert where_to_run(RunConfig(model="m", device="cpu"), model_given=True) == "inline"
 
 
-@pytest.mark.slow
-def test_thread_and_inline_give_the_same_scores():
+def _data(n=40):
     words = ["old", "ancient", "river", "castle", "new", "phone", "online", "startup", "app"]
     rng = np.random.default_rng(0)
     samples = [Sample(id=str(i), text=" ".join(rng.choice(words[:4] if i % 2 else words[4:], 12)),
-                      label=i % 2) for i in range(40)]
-    data = make_dataset("d", samples, [])
-    cfg = RunConfig(model="m", n_bootstrap=20)
-    results = []
-    for background in (True, False):
+                      label=i % 2) for i in range(n)]
+    return make_dataset("d", samples, [])
+
+
+@pytest.mark.slow
+def test_thread_process_and_inline_give_the_same_scores():
+    data, cfg = _data(), RunConfig(model="m", n_bootstrap=20)
+    results = {}
+    for where in ("thread", "process", "inline"):
         notices: list[str] = []
-        job = BlindJob.start(data, cfg, None, background=background)
-        assert (job._thread.ident is not None) == background  # started now, or when asked
-        results.append(job.result(notices))
-    a, b = results
-    np.testing.assert_array_equal(a.scores, b.scores)
-    assert a.metrics.auc == b.metrics.auc > 0.9
+        job = BlindJob.start(data, cfg, None, where=where)
+        assert (job._thread.ident is not None) == (where == "thread")  # started now, or when asked
+        assert (job._child is not None) == (where == "process")
+        results[where] = job.result(notices)
+        assert job.seconds > 0
+    for where in ("thread", "process"):
+        np.testing.assert_array_equal(results[where].scores, results["inline"].scores)
+        assert results[where].metrics == results["inline"].metrics
+    assert results["inline"].metrics.auc > 0.9
+
+
+@pytest.mark.slow
+def test_the_childs_notices_log_lines_and_errors_reach_the_run(caplog, monkeypatch):
+    import sys
+
+    few = make_dataset("d", [Sample(id=str(i), text=f"text {i}", label=int(i == 0)) for i in range(4)], [])
+    notices: list[str] = []
+    with caplog.at_level("WARNING", logger="pddkit"):
+        assert BlindJob.start(few, RunConfig(model="m"), None, where="process").result(notices) is None
+    inline: list[str] = []
+    assert BlindJob.start(few, RunConfig(model="m"), None, where="inline").result(inline) is None
+    assert notices == inline and notices[0].startswith("no blind baseline")
+    assert any(r.getMessage() == notices[0] for r in caplog.records)  # logged here, from the child
+
+    monkeypatch.setattr(sys, "executable", "false")  # a child that dies without an answer
+    cfg = RunConfig(model="m", n_bootstrap=20)
+    job = BlindJob.start(_data(), cfg, None, where="process")
+    with caplog.at_level("WARNING", logger="pddkit"):
+        found = job.result([])  # computed here instead, said in one line
+    assert "ended with code 1 and no result; computing it here" in caplog.text
+    here = BlindJob.start(_data(), cfg, None, "inline").result([])
+    np.testing.assert_array_equal(found.scores, here.scores)
+
+
+def test_a_cancelled_child_is_gone():
+    job = BlindJob.start(_data(400), RunConfig(model="m"), None, where="process")
+    job.cancel()
+    assert job._child.poll() is not None
+
+
+def test_a_memo_hit_runs_inline(tmp_path):
+    from pddkit.engine.blind_job import blind_baseline
+
+    data = _data()
+    cfg = RunConfig(model="m", n_bootstrap=20, cache=str(tmp_path / "cache"), device="cpu")
+    assert BlindJob.start(data, cfg, None).where == "process"
+    first = blind_baseline(data, cfg, None, [])  # fills the memo
+    job = BlindJob.start(data, cfg, None)
+    assert job.where == "inline"
+    np.testing.assert_array_equal(job.result([]).scores, first.scores)

@@ -165,3 +165,24 @@ def test_memo_files_that_cannot_be_read_are_ignored(tmp_path):
     known = Memo(tmp_path).encodings("e")
     assert len(known) == 2
     assert result_key("blind", 1, {"a": 1}) != result_key("blind", 2, {"a": 1})
+
+
+@pytest.mark.slow
+def test_a_cached_rerun_draws_no_figure_and_its_report_is_the_same(model_dir, tmp_path, monkeypatch):
+    from pddkit.reporting import plots
+    from pddkit.reporting.report import write_report
+
+    first = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    write_report(first.write(tmp_path / "first"))
+    forbid_loading(monkeypatch)
+    for draw in ("roc_png", "histograms_png"):
+        monkeypatch.setattr(plots, draw, lambda *a, **k: pytest.fail("a cached rerun drew a figure"))
+    again = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
+    write_report(again.write(tmp_path / "again"))
+    for png in ("roc.png", "roc_loglog.png", "histograms.png"):
+        assert (tmp_path / "again" / png).read_bytes() == (tmp_path / "first" / png).read_bytes()
+    monkeypatch.undo()  # other labels: other figures, drawn
+    other = Dataset("d", tuple(Sample(id=s.id, text=s.text, label=1 - s.label)
+                               for s in dataset().samples), (), {})
+    write_report(run_dataset(other, config(model_dir, tmp_path / "cache")).write(tmp_path / "other"))
+    assert (tmp_path / "other" / "roc.png").read_bytes() != (tmp_path / "first" / "roc.png").read_bytes()

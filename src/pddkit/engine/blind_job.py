@@ -1,16 +1,25 @@
-"""The blind baseline of a run (evaluation/blind.py), computed on a CPU thread.
+"""The blind baseline of a run (evaluation/blind.py), computed beside the model passes.
 
-It needs the texts and labels only, no model, so where the model passes leave a CPU core
-idle (a GPU, a served model, a machine with many cores) the engine starts it before them
-and collects it after: it then costs no wall time. On a small CPU-only machine the
-forward pass uses every core and a thread beside it slows it by more than the baseline
-costs (measured: 2 cores, benchmarks/run_overhead.py), so it runs after the passes.
-Its scores are the same either way (the classifier is seeded and runs on one thread).
+It needs the texts and labels only, no model, so it runs where a CPU core is idle:
+- `thread`: where the model passes leave a core idle for their whole length (a GPU, a
+  served model, a machine with many cores), on a thread started before them;
+- `process`: on a small CPU-only machine that loads the model itself, in a child process
+  started before the model loads: importing torch and loading the weights use one core,
+  the child the other (one BLAS thread), so the baseline is mostly done before the
+  forward pass, which uses every core, begins. A thread would share the interpreter lock
+  with those imports; a child started with `python -m` re-imports no user script;
+- `inline`: after the passes, where nothing is left to overlap (a model passed in already
+  loaded, or the scores already in the cache's memo).
+Its scores are the same in all three (the classifier is seeded and runs on one thread).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import pickle
+import subprocess
+import sys
 import threading
 import time
 
@@ -26,24 +35,34 @@ logger = logging.getLogger(__name__)
 
 
 class BlindJob:
-    """`BlindJob.start(dataset, config, test_idx)` now, `.result(notices)` later."""
+    """`BlindJob.start(dataset, config, test_idx, where)` now, `.result(notices)` later
+    (`.cancel()` when the run fails before asking)."""
 
-    def __init__(self, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None) -> None:
+    def __init__(self, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
+                 where: str) -> None:
         self._args = (dataset, config, test_idx)
+        self.where = where
         self._notices: list[str] = []
         self._result: MethodResult | None = None
         self._error: BaseException | None = None
+        self._child: subprocess.Popen | None = None
         self.seconds = 0.0
         self._thread = threading.Thread(target=self._work, name="pddkit-blind", daemon=True)
 
     @classmethod
     def start(cls, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
-              background: bool | None = None) -> BlindJob:
-        """Begin now on a thread when `background` (default: `beside_the_passes(config)`),
-        else when `result` is asked for."""
-        job = cls(dataset, config, test_idx)
-        if beside_the_passes(config) if background is None else background:
+              where: str | None = None, model_given: bool = False) -> BlindJob:
+        """Begin now on a `thread` or in a child `process`, or `inline` when `result` is
+        asked for; default `where_to_run(config, model_given)`, inline on a memo hit."""
+        if where is None:
+            where = where_to_run(config, model_given)
+            if where != "inline" and _memo_holds(dataset, config):
+                where = "inline"  # reading the memo is quicker than starting anything
+        job = cls(dataset, config, test_idx, where)
+        if where == "thread":
             job._thread.start()
+        elif where == "process":
+            job._spawn()
         return job
 
     def _work(self) -> None:
@@ -54,27 +73,78 @@ class BlindJob:
             self._error = e
         self.seconds = time.perf_counter() - t0
 
+    def _spawn(self) -> None:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+               "MKL_NUM_THREADS": "1"}  # one core: the parent keeps the rest
+        self._child = subprocess.Popen([sys.executable, "-m", "pddkit.engine.blind_job"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._payload = pickle.dumps(self._args, protocol=pickle.HIGHEST_PROTOCOL)
+        # written on a thread: a payload larger than the pipe's buffer must not block the run
+        self._writer = threading.Thread(target=self._write, daemon=True)
+        self._writer.start()
+
+    def _write(self) -> None:
+        try:
+            self._child.stdin.write(self._payload)
+            self._child.stdin.close()
+        except (BrokenPipeError, OSError):  # the child died: result() says why
+            pass
+
+    def _collect(self) -> None:
+        out = self._child.stdout.read()
+        self._child.wait()
+        self._writer.join()
+        if self._child.returncode != 0 or not out:  # e.g. pddkit not importable there
+            logger.warning("the blind baseline's process ended with code %s and no result; "
+                           "computing it here", self._child.returncode)
+            self._work()
+            return
+        kind, value, records, notices, seconds = pickle.loads(out)  # our own child's answer
+        for name, level, message in records:  # its log lines, as if logged here
+            logging.getLogger(name).log(level, message)
+        self._notices.extend(notices)
+        self.seconds = seconds
+        if kind == "error":
+            self._error = value
+        else:
+            self._result = value
+
     def result(self, notices: list[str]) -> MethodResult | None:
         """The baseline's MethodResult (None when it could not be fitted: the reason is
-        added to `notices`); waits for the thread, or computes it now."""
-        if self._thread.ident is None:  # not started in the background
-            self._thread.start()
-        self._thread.join()
+        added to `notices`); waits for the thread or the child, or computes it now."""
+        if self._child is not None:
+            self._collect()
+        else:
+            if self._thread.ident is None:  # not started in the background
+                self._thread.start()
+            self._thread.join()
         notices.extend(self._notices)
         if self._error is not None:
             raise self._error
         return self._result
 
+    def cancel(self) -> None:
+        """Stop a child that is no longer wanted (the run failed before asking for it)."""
+        if self._child is not None and self._child.poll() is None:
+            self._child.kill()
+            self._child.wait()
+
 
 MANY_CORES = 8  # a CPU-only forward pass hardly misses one core out of this many
+
+
+def where_to_run(config: RunConfig, model_given: bool = False) -> str:
+    """`thread` where the passes leave a core idle (`beside_the_passes`), else `process`
+    while this run still has a model to load, else `inline`."""
+    if beside_the_passes(config):
+        return "thread"
+    return "inline" if model_given else "process"
 
 
 def beside_the_passes(config: RunConfig) -> bool:
     """Whether the model passes leave a core for the baseline: a served model, a GPU or
     MPS device, or (device "auto" on an unknown machine, told without importing torch)
     at least MANY_CORES cores."""
-    import os
-
     if config.backend != "hf":
         return True
     device = str(config.device)
@@ -134,6 +204,22 @@ def _out_of_fold(samples, labels: np.ndarray, config: RunConfig) -> tuple[np.nda
     return scores, folds, use_groups
 
 
+def _memo_holds(dataset: Dataset, config: RunConfig) -> bool:
+    """Whether the cache's memo holds the pooled out-of-fold scores of these texts."""
+    if not config.cache:
+        return False
+    from pddkit.evaluation.blind import BlindBaseline
+
+    samples = dataset.samples
+    groups = [s.group for s in samples]
+    use_groups = any(g is not None for g in groups)
+    if use_groups:
+        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, samples)]
+    memo, key = _blind_memo(config, BlindBaseline(seed=config.seed), [s.text for s in samples],
+                            np.asarray(dataset.labels), groups if use_groups else None)
+    return memo.get_result("blind", key) is not None
+
+
 def _blind_memo(config: RunConfig, model, texts, labels, groups):
     """(the cache's memo, the key of these blind-baseline scores), or (None, None) without
     a cache. The key covers the texts, labels, groups, the classifier's hyperparameters and
@@ -151,3 +237,42 @@ def _blind_memo(config: RunConfig, model, texts, labels, groups):
              "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
              "pddkit": __version__, "sklearn": package_version("scikit-learn")}
     return Memo(Path(config.cache).expanduser()), result_key("blind", 1, parts)
+
+
+class _Records(logging.Handler):
+    """The child's log records, sent back to the parent to be logged there."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[tuple[str, int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append((record.name, record.levelno, record.getMessage()))
+
+
+def _child_main() -> None:
+    """`python -m pddkit.engine.blind_job`: (dataset, config, test_idx) pickled on stdin,
+    ("ok"|"error", result or exception, log records, notices, seconds) on stdout."""
+    args = pickle.loads(sys.stdin.buffer.read())  # from our own parent process
+    handler = _Records()
+    root = logging.getLogger("pddkit")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    root.propagate = False
+    notices: list[str] = []
+    t0 = time.perf_counter()
+    try:
+        answer = ("ok", blind_baseline(*args, notices))
+    except Exception as e:
+        try:
+            pickle.dumps(e)
+            answer = ("error", e)
+        except Exception:
+            answer = ("error", RuntimeError(f"the blind baseline failed: {e!r}"))
+    out = (*answer, handler.records, notices, time.perf_counter() - t0)
+    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":
+    _child_main()

@@ -83,36 +83,18 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         val_dataset = without_overlap(val_dataset, dataset, f"`val_data` {val_dataset.name}",
                                       config.on_invalid)
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
-    # the blind baseline needs no model: it runs on a CPU thread while the passes run
-    blind = BlindJob.start(dataset, config, test_idx) if dataset.labelled and config.blind else None
+    # the blind baseline needs no model: it runs on an idle core while the model loads and runs
+    blind = (BlindJob.start(dataset, config, test_idx, model_given=model is not None)
+             if dataset.labelled and config.blind else None)
 
-    t0 = time.perf_counter()
     opened: list[Backend] = []
-
-    def load(role: str, given) -> Backend:
-        opened.append(load_backend(config, role, given))
-        return opened[-1]
-
-    target = load("model", model)
-    load_time = time.perf_counter() - t0
-    ctx = PassContext(
-        texts=[s.text for s in dataset.samples],
-        names=[s.source or f"sample {s.id}" for s in dataset.samples],
-        ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
-        executor=make_executor(config), load_backend=load,
-        ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
-        notices=notices, models={"target": describe(target)}, timings={"load": load_time},
-        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language)
-    ctx.counts.update(dataset.counts())
-    ctx.counts["label_leaks_left_out"] = {
-        "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
-        "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
     try:
-        table = score(ctx, plan)
-    finally:
-        for b in opened:  # the statistics cache writes what it holds
-            if hasattr(b, "store"):
-                b.close()
+        table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
+                              val_dataset, notices, opened)
+    except BaseException:
+        if blind is not None:  # nobody will ask for it
+            blind.cancel()
+        raise
     cached = [b for b in opened if hasattr(b, "store")]
     if cached:  # texts per pass found in the cache / computed
         table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
@@ -156,6 +138,38 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         probe_validated=None if "probe" not in validation else next(
             p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
     )
+
+
+def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
+                  test_idx, val_dataset, notices: list[str], opened: list[Backend]):
+    """Load the backends as the passes need them and score: the ScoreTable."""
+    t0 = time.perf_counter()
+
+    def load(role: str, given) -> Backend:
+        opened.append(load_backend(config, role, given))
+        return opened[-1]
+
+    target = load("model", model)
+    load_time = time.perf_counter() - t0
+    ctx = PassContext(
+        texts=[s.text for s in dataset.samples],
+        names=[s.source or f"sample {s.id}" for s in dataset.samples],
+        ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
+        executor=make_executor(config), load_backend=load,
+        ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
+        notices=notices, models={"target": describe(target)}, timings={"load": load_time},
+        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language)
+    ctx.counts.update(dataset.counts())
+    ctx.counts["label_leaks_left_out"] = {
+        "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
+        "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
+    try:
+        table = score(ctx, plan)
+    finally:
+        for b in opened:  # the statistics cache writes what it holds
+            if hasattr(b, "store"):
+                b.close()
+    return table
 
 
 def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:

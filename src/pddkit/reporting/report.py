@@ -111,10 +111,13 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
     plotted = [r for r in rows if r.get("split", "test") == "test"]
     labels = np.array([r["label"] for r in plotted], dtype=int)
     scores = {k: np.array([r[k] for r in plotted], dtype=float) for k in names}
-    images = [Image("ROC curves", "roc.png", plots.roc_png(labels, scores, loglog=False)),
+    memo = _FigureMemo.of(results.get("config", {}).get("cache"), labels, scores)
+    images = [Image("ROC curves", "roc.png",
+                    memo.png("roc", lambda: plots.roc_png(labels, scores, loglog=False))),
               Image("ROC curves, log-log", "roc_loglog.png",
-                    plots.roc_png(labels, scores, loglog=True)),
-              Image("Score histograms", "histograms.png", plots.histograms_png(labels, scores))]
+                    memo.png("roc_loglog", lambda: plots.roc_png(labels, scores, loglog=True))),
+              Image("Score histograms", "histograms.png",
+                    memo.png("histograms", lambda: plots.histograms_png(labels, scores)))]
     surp = next((v["validation"] for v in results["methods"].values()
                  if v["method"] == "surp" and v.get("validation")), None)
     if surp:
@@ -127,6 +130,48 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
             grid, g["entropy_threshold"], g["k"], "entropy threshold", "percentile k",
             "SURP validation AUC")))
     return images
+
+
+class _FigureMemo:
+    """The run's figures kept in the statistics cache's memo (when the run used one), keyed
+    by the labels, every method's scores, the drawing code and the matplotlib version: a
+    cached rerun draws nothing, the same figures come back byte for byte."""
+
+    def __init__(self, memo, parts: dict | None) -> None:
+        self.memo, self.parts = memo, parts
+
+    @classmethod
+    def of(cls, cache: str | None, labels: np.ndarray, scores: dict[str, np.ndarray]) -> _FigureMemo:
+        if not cache:
+            return cls(None, None)
+        import hashlib
+        from importlib.metadata import PackageNotFoundError, version
+
+        from pddkit.cache.memo import Memo
+
+        try:
+            mpl = version("matplotlib")
+        except PackageNotFoundError:
+            mpl = None
+        digest = lambda b: hashlib.sha256(b).hexdigest()  # noqa: E731
+        parts = {"labels": digest(np.ascontiguousarray(labels, dtype=np.int64).tobytes()),
+                 "scores": {k: digest(np.ascontiguousarray(v, dtype=np.float64).tobytes())
+                            for k, v in scores.items()},
+                 "code": digest(Path(plots.__file__).read_bytes()), "matplotlib": mpl}
+        return cls(Memo(Path(cache).expanduser()), parts)
+
+    def png(self, name: str, draw) -> bytes:
+        if self.memo is None:
+            return draw()
+        from pddkit.cache.memo import result_key
+
+        key = result_key("figure", 1, {"name": name, **self.parts})
+        found = self.memo.get_result("figure", key)
+        if found is not None:
+            return found[0]["png"].tobytes()
+        png = draw()
+        self.memo.put_result("figure", key, {"png": np.frombuffer(png, dtype=np.uint8)}, {"name": name})
+        return png
 
 
 def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, Path]:
