@@ -209,6 +209,8 @@ def test_features_and_registration():
         assert f"mink:k={k}" in m and f"maxk:k={k}" in m
     assert "ref" not in m.split(",") and "dcpdd" not in m.split(",")
     assert {"ref", "dcpdd"} <= set(feature_methods(ref_model=True, freq=True).split(","))
+    assert "neighbor" not in m
+    assert feature_methods(False, False, n_neighbors=8).split(",")[-1] == "neighbor:n_neighbors=8"
     assert STUDIES.get("infer").paper == "Maini et al. 2024"
 
 
@@ -235,6 +237,11 @@ def test_shared_texts_are_refused_with_the_count(tmp_path, capsys):
     assert err.strip() == ("pddkit: error: 3 of the 20 suspect texts also occur among the 23 "
                            "reference texts (after folding whitespace); the reference set must "
                            "hold texts the model never saw")
+
+
+def test_n_neighbors_below_one_is_one_sentence():
+    with pytest.raises(PddkitError, match="`n_neighbors` must be at least 1, not 0"):
+        infer_dataset("m", ["a"] * 10, ["b"] * 10, mask_model="x", n_neighbors=0)
 
 
 def test_too_few_texts_on_the_command_line(tmp_path, capsys):
@@ -305,6 +312,27 @@ def test_ground_truth_nonmember_halves(world):
     X, names = world["result"].features.reference, world["result"].features.names
     ps = [false_positive_test(X, names, seed=s).p_value for s in NULL_SEEDS]
     assert sum(p > 0.05 for p in ps) >= 0.95 * len(NULL_SEEDS), sorted(ps)[:5]
+
+
+@pytest.mark.slow
+def test_the_perturbation_feature_is_an_option(world, mask_model_dir, tmp_path, capsys):
+    """--mask-model adds `neighbor` (Mattern et al.'s one-word swaps, scored in the same
+    batched pass) as one more feature, only when asked for."""
+    s = write_jsonl(tmp_path / "s.jsonl", [{"text": t} for t in world["members"][:24]])
+    r = write_jsonl(tmp_path / "r.jsonl", [{"text": t} for t in world["nonmembers"][:24]])
+    args = ["infer", "--model", world["model"], "--suspect", s, "--reference", r,
+            "--mask-model", mask_model_dir, "--n-neighbors", "3", "--device", "cpu",
+            "--dtype", "float32", "--batch-size", "16", "--no-false-positive-check"]
+    code, _, err = run_cli(capsys, *args, "--output", tmp_path / "o")
+    assert code == 0, err
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["features"][-1].startswith("neighbor") and len(res["features"]) == 25
+    assert res["configuration"]["n_neighbors"] == 3
+    assert res["configuration"]["mask_model"] == str(mask_model_dir)
+    assert np.isfinite(res["test"]["gaps"][res["features"][-1]])
+    plain = infer_dataset(str(world["model"]), world["members"][:24], world["nonmembers"][:24],
+                          device="cpu", dtype="float32", batch_size=16, false_positive_check=False)
+    assert "neighbor" not in " ".join(plain.features.names)  # only when asked for
 
 
 @pytest.mark.slow

@@ -13,7 +13,8 @@ from pddkit.cli.app import cli
 
 @cli.command(short_help="Was this set of texts trained on? A p-value (dataset inference).")
 @options.apply(options.INFER_OPTIONS)
-def infer(model, suspect, reference, text_field, ref_model, freq, alpha, false_positive_check,
+def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, neighbors_file,
+          n_neighbors, alpha, false_positive_check,
           seed, output, overwrite, cache, batch_size, max_length, revision, device, dtype,
           trust_remote_code, local_files_only) -> None:
     """Dataset inference (Maini et al. 2024): do the suspect texts look like training data
@@ -23,7 +24,9 @@ def infer(model, suspect, reference, text_field, ref_model, freq, alpha, false_p
     from pddkit.studies.infer import infer_dataset
 
     out = output_dir.prepare(output, overwrite)  # before any model loads
-    result = infer_dataset(model, suspect, reference, ref_model=ref_model, freq=freq, alpha=alpha,
+    result = infer_dataset(model, suspect, reference, ref_model=ref_model, freq=freq,
+                           mask_model=mask_model, neighbors_file=neighbors_file,
+                           n_neighbors=n_neighbors, alpha=alpha,
                            false_positive_check=false_positive_check, seed=seed,
                            text_field=text_field, cache=cache, batch_size=batch_size,
                            max_length=max_length, device=device, dtype=dtype, revision=revision,

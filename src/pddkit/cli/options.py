@@ -366,6 +366,13 @@ INFER_OPTIONS = [
     click.option("--ref-model", default=None, help="Reference model: adds the `ref` feature."),
     click.option("--freq", type=click.Path(), default=None,
         help="Frequency table (from `pddkit freq build`): adds the `dcpdd` feature."),
+    click.option("--mask-model", default=None,
+        help="Masked LM (local directory or hub id, e.g. roberta-base): adds the perturbation "
+        "feature `neighbor`."),
+    click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
+        help="...or neighbours saved by an earlier run (neighbors.jsonl)."),
+    click.option("--n-neighbors", default=25, show_default=True, type=int,
+        help="Neighbours per text for the perturbation feature."),
     click.option("--alpha", type=float, default=0.05, show_default=True,
         help="Significance level: 'used in training' needs a p-value below it."),
     click.option("--false-positive-check/--no-false-positive-check", default=True, show_default=True,
