@@ -1,6 +1,6 @@
 """`pddkit compare`, the unlearning audit (Shi et al. 2024, section 7): ratios and the band,
 ROUGE-L recall, chunks, bad input, the report, and ground truth (a tiny model trained on
-chunks of two books, then gradient-ascent unlearning applied to one book's chunks)."""
+chunks of two books, then gradient-ascent unlearning applied to a random half of them)."""
 
 from __future__ import annotations
 
@@ -225,13 +225,12 @@ def test_outputs_and_browser(tmp_path):
 # -- ground truth -----------------------------------------------------------------------
 # Two books' chunks (20 of Doyle, 20 of Austen, 64 words each) train a tiny model (50
 # epochs); then gradient ascent (3 Adam steps maximising the LM loss, lr 1e-3) is applied
-# to Doyle's chunks only, as unlearning is applied to one book series. Measured (mink):
-# unlearned chunks' ratios 1.12-1.26 (median 1.19), kept chunks' 1.05-1.16 (median 1.10):
-# the ascent also degrades the model in general, so kept chunks drift by up to ~16%. The
-# paper's band, 1.15, separates them here (19 of 20 kept flagged, 1 of 20 unlearned); the
-# test asks for at least 80% and at most 20%. Halves of one book drift together more (a
-# trial with one book's 40 chunks, 100 epochs, 5 Adam steps at 3e-4: kept 1.14-1.62,
-# unlearned 1.55-2.03), so there the band would have to be far wider than the paper's.
+# to a seeded random half of the 40 chunks. Measured (mink, 2026-11-23): unlearned chunks'
+# ratios 1.15-1.62 (median 1.27), kept chunks' 1.06-1.38 (median 1.12): the ascent also
+# degrades the model in general, so kept chunks drift too, but less. Flagged "not removed"
+# (kept / unlearned): band 1.1 35% / 0%, 1.15 (the paper's) 85% / 0%, 1.2 90% / 25%. The
+# test asks for at least 70% of the kept and at most 15% of the unlearned at 1.15.
+# (Ascent plus descent on the kept half, "gradient difference", 5 steps: 90% / 5%.)
 
 WORDS = 64
 GT_BAND = 1.15
@@ -242,7 +241,7 @@ class UnlearnWorld:
     original: Path
     unlearned: Path
     books: Path
-    forgotten: frozenset[str]  # ids of the chunks gradient ascent was applied to
+    forgotten: frozenset[str]  # ids of the chunks gradient ascent was applied to (half)
     kept: frozenset[str]
 
 
@@ -313,12 +312,13 @@ def _unlearn_world(tmp_path_factory) -> UnlearnWorld:
     order = [c.text for pair in zip(chunks[:20], chunks[20:]) for c in pair]
     train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=2, seed=0, context=128)
     original = save(model, tok, tmp / "original")
-    forget = [c for c in chunks if c.source == "doyle"]
+    ids = [c.id for c in chunks]
+    random.Random(0).shuffle(ids)
+    forget_ids = frozenset(ids[:20])  # a random half, of both books
     unlearned = copy.deepcopy(model)
-    _gradient_ascent(unlearned, tok, [c.text for c in forget], steps=3, lr=1e-3)
+    _gradient_ascent(unlearned, tok, [c.text for c in chunks if c.id in forget_ids], steps=3, lr=1e-3)
     return UnlearnWorld(original, save(unlearned, tok, tmp / "unlearned"), books,
-                        frozenset(c.id for c in forget),
-                        frozenset(c.id for c in chunks if c.source != "doyle"))
+                        forget_ids, frozenset(ids[20:]))
 
 
 @pytest.mark.slow
@@ -339,7 +339,7 @@ def test_ground_truth_kept_chunks_are_flagged_unlearned_are_not(unlearn_world):
                     for b in (1.1, 1.12, 1.15, 1.2)))
     assert res.same_tokenizer is True
     assert all(ratios[i] > 1 for i in w.forgotten)  # ascent made every unlearned chunk less likely
-    assert kept_share >= 0.8 and forgot_share <= 0.2, (kept_share, forgot_share)
+    assert kept_share >= 0.7 and forgot_share <= 0.15, (kept_share, forgot_share)
 
 
 @pytest.mark.slow
