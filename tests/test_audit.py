@@ -259,7 +259,7 @@ def test_cli_end_to_end(book_world, tmp_path, capsys):
     assert "Books ranked by contamination rate" in stdout and "threshold" in stdout
     assert "1 books shorter than one 64-word snippet were skipped: fragment" in stdout
     saved = json.loads((out / "results.json").read_text())
-    assert saved["study"] == "audit" and saved["config"]["threshold"] == "fpr=0.05"
+    assert saved["study"] == "audit" and saved["configuration"]["threshold"] == "fpr=0.05"
     assert saved["validation"]["expected_fpr"] <= 0.05 and saved["counts"]["snippets"] == 48
     assert saved["verdict"].startswith("Of 6 books audited")
     rows = list(csv.DictReader((out / "books.csv").open()))

@@ -354,7 +354,7 @@ def test_cli_end_to_end_with_continuations(unlearn_world, tmp_path, capsys):
     assert code == 0, err
     saved = json.loads((out / "results.json").read_text())
     n = saved["counts"]["not_removed"]
-    assert saved["config"]["band"] == GT_BAND and saved["counts"]["chunks"] == 40 and n >= 16
+    assert saved["configuration"]["band"] == GT_BAND and saved["counts"]["chunks"] == 40 and n >= 16
     assert "unlearning probably did not remove them" in stdout and "ROUGE-L" in stdout
     print("\n" + stdout)
     lines = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
@@ -369,3 +369,23 @@ def test_cli_end_to_end_with_continuations(unlearn_world, tmp_path, capsys):
     assert code == 0, err
     again = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
     assert again == lines
+
+
+def test_every_studys_results_share_one_header(tmp_path):
+    """audit, compare and infer results.json: the same top-level keys for what they share."""
+    import importlib
+
+    from pddkit.evaluation.dataset_inference import FeatureMatrix, decide
+    from pddkit.studies.infer import InferenceResult
+
+    audit_tests = importlib.import_module("test_audit")
+    audit = json.loads((audit_tests._hand_made(tmp_path) / "results.json").read_text())
+    compare = _hand_made().to_json()
+    rng = np.random.default_rng(0)
+    f = FeatureMatrix(("a", "b"), rng.normal(size=(20, 2)), rng.normal(size=(20, 2)))
+    infer = InferenceResult(decide(f), f, {"model": "m"}, {}, (), {}, {}).to_dict()
+    header = {"study", "paper", "pddkit_version", "verdict", "configuration", "models",
+              "counts", "notices"}
+    for name, d in (("audit", audit), ("compare", compare), ("infer", infer)):
+        assert header <= set(d), (name, header - set(d))
+        assert d["study"] == name and d["paper"].startswith(("Shi et al.", "Maini et al."))

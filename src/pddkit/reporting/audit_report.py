@@ -40,7 +40,7 @@ def books_table(results: dict, top: int | None = None) -> Table:
 
 
 def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
-    v, c = results["validation"], results["config"]
+    v, c = results["validation"], results["configuration"]
     source = c.get("val_data") or c.get("val_benchmark")
     return (
         ("model", str(c["model"])),
@@ -88,7 +88,7 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
     blocks.append(Notice(("Method after Shi et al. 2024 (Min-K% Prob), case study on "
                           "copyrighted books: a threshold chosen on validation texts of known "
                           "status, applied to random snippets of each book.",)))
-    blocks.append(Config({"config": results["config"], "counts": results["counts"],
+    blocks.append(Config({"configuration": results["configuration"], "counts": results["counts"],
                           "models": results.get("models", {})}))
     return write_page(Page("pddkit audit: which books was this model trained on?",
                            tuple(blocks)), out)

@@ -35,6 +35,7 @@ from pddkit.evaluation.thresholds import (
 from pddkit.studies import register_study
 
 logger = logging.getLogger(__name__)
+PAPER = "Shi et al. 2024 (Min-K% Prob), copyrighted books"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,10 @@ class AuditResult:
     notices: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"study": "audit", "config": self.config, "method": self.method,
+        from pddkit.version import __version__
+
+        return {"study": "audit", "paper": PAPER, "pddkit_version": __version__,
+                "configuration": self.config, "method": self.method,
                 "validation": asdict(self.threshold), "verdict": self.verdict,
                 "books": [asdict(b) for b in self.books],
                 "skipped": [asdict(s) for s in self.skipped], "counts": self.counts,
@@ -216,7 +220,7 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, skipped: int) -> str:
 
 
 @register_study("audit", "Which books was the model trained on? Per-book contamination rates",
-                "Shi et al. 2024 (Min-K% Prob), copyrighted books")
+                PAPER)
 def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str | None = None,
                 val_benchmark: str | None = None, data_dir: str | None = None,
                 snippets: int = 100, words: int = 512, threshold: str = "accuracy",

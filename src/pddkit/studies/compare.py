@@ -29,6 +29,7 @@ from pddkit.errors import PddkitError
 from pddkit.studies import register_study
 
 logger = logging.getLogger(__name__)
+PAPER = "Shi et al. 2024 (Min-K% Prob), unlearning audit"
 
 RATIO_METHODS = ("mink", "loss", "surp")  # means of token log-probabilities: always <= 0
 EPS = 1e-12  # nats: the magnitude a score of 0 counts as, so a ratio is always finite
@@ -96,7 +97,8 @@ class CompareResult:
     def to_json(self) -> dict:
         from pddkit.version import __version__
 
-        return {"study": "compare", "version": __version__, "config": self.config,
+        return {"study": "compare", "paper": PAPER, "pddkit_version": __version__,
+                "configuration": self.config,
                 "models": self.models, "same_tokenizer": self.same_tokenizer,
                 "counts": self.counts, "verdict": self.verdict, "notices": list(self.notices),
                 "flagged": [_row(c) for c in self.flagged]}
@@ -309,8 +311,7 @@ def _continue(chunk: Chunk, lm, n: int, prompt_words: int,
 
 
 @register_study("compare", "Did unlearning remove a text? Chunks whose likelihood barely moved "
-                "from the original to the unlearned model", "Shi et al. 2024 (Min-K% Prob), "
-                "unlearning audit")
+                "from the original to the unlearned model", PAPER)
 def compare_models(model, model_b, *, chunks: str | Path | None = None,
                    books: str | Path | None = None, words: int = 512, method: str = "mink",
                    band: float = 1.15, continuations: int = 0, prompt_words: int = 200,
