@@ -20,7 +20,7 @@ def test_accuracy_rule_picks_the_most_accurate_cut():
     # 4 TP, 1 FP (0.6): 7/8 too; the tie goes to the higher threshold (fewer false positives)
     assert t.threshold_ == pytest.approx(0.65)
     assert t.val_accuracy_ == pytest.approx(7 / 8)
-    assert t.val_tpr_ == pytest.approx(3 / 4) and t.expected_fpr_ == 0.0
+    assert t.val_tpr_ == pytest.approx(3 / 4) and t.val_fpr_ == 0.0
     assert t.val_auc_ == pytest.approx(15 / 16)  # one inverted pair of 16
     assert (t.n_val_, t.n_val_members_, t.n_val_nonmembers_) == (8, 4, 4)
     assert t.predict([0.66, 0.651, 0.649, t.threshold_, 10]).tolist() == [1, 1, 0, 0, 1]
@@ -30,9 +30,9 @@ def test_fpr_rule_is_the_lowest_threshold_within_the_target():
     t = Threshold("fpr=0.25").fit(SCORES, LABELS)
     # FPR <= 1/4 allows the non-member at 0.6 above the cut: the cut is between 0.3 and 0.4
     assert t.threshold_ == pytest.approx(0.35)
-    assert t.expected_fpr_ == pytest.approx(0.25) and t.val_tpr_ == 1.0
+    assert t.val_fpr_ == pytest.approx(0.25) and t.val_tpr_ == 1.0
     t0 = Threshold("fpr=0.01").fit(SCORES, LABELS)  # no false positive allowed
-    assert t0.threshold_ == pytest.approx(0.65) and t0.expected_fpr_ == 0.0
+    assert t0.threshold_ == pytest.approx(0.65) and t0.val_fpr_ == 0.0
     assert t0.val_tpr_ == pytest.approx(0.75)
 
 
@@ -40,17 +40,48 @@ def test_ends_and_ties():
     # every member below every non-member: the best accuracy is to call nobody a member
     t = Threshold("accuracy").fit([0.1, 0.2, 0.8, 0.9], [1, 1, 0, 0])
     assert t.threshold_ == 0.9 and t.predict([0.9, 0.95]).tolist() == [0, 1]
-    assert t.val_auc_ == 0.0 and t.val_tpr_ == 0.0 and t.expected_fpr_ == 0.0
+    assert t.val_auc_ == 0.0 and t.val_tpr_ == 0.0 and t.val_fpr_ == 0.0
     # three members, one non-member all at one score: calling all members gives 3/4
     t = Threshold("accuracy").fit([0.5, 0.5, 0.5, 0.5], [1, 1, 1, 0])
     assert t.threshold_ < 0.5 and t.predict([0.5]).tolist() == [1]
-    assert t.val_accuracy_ == 0.75 and t.expected_fpr_ == 1.0
+    assert t.val_accuracy_ == 0.75 and t.val_fpr_ == 1.0
 
 
 def test_summary_states_the_expected_fpr_with_its_interval():
-    s = Threshold("fpr=0.25").fit(SCORES, LABELS).summary()
-    assert s.expected_fpr == 0.25 and s.expected_fpr_ci == wilson_interval(1, 4)
-    assert s.rule == "fpr=0.25" and s.n_val == 8
+    s = Threshold("fpr=0.25", cv_folds=0).fit(SCORES, LABELS).summary()  # no cross-validation
+    assert s.expected_fpr == s.val_fpr == 0.25 and s.expected_fpr_ci == wilson_interval(1, 4)
+    assert s.rule == "fpr=0.25" and s.n_val == 8 and s.expected_fpr_source == "in-sample"
+
+
+def test_the_expected_fpr_is_measured_out_of_sample():
+    """Each fold's threshold is chosen on the other folds and counted on the held-out
+    non-members; pooled, that is the expected rate (the in-sample one is kept beside it)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(30, int), np.zeros(30, int)]
+    s = rng.normal(size=60) + 0.8 * y
+    t = Threshold("accuracy", cv_folds=5, seed=3).fit(s, y)
+    fp = 0
+    for train, test in StratifiedKFold(5, shuffle=True, random_state=3).split(s, y):
+        cut = Threshold("accuracy", cv_folds=0).fit(s[train], y[train]).threshold_
+        fp += int(((s[test] > cut) & (y[test] == 0)).sum())
+    assert t.cv_false_positives_ == fp and t.expected_fpr_ == t.cv_fpr_ == fp / 30
+    summary = t.summary()
+    assert summary.expected_fpr_source == "cross-validated (5 folds)"
+    assert summary.expected_fpr_ci == wilson_interval(fp, 30)
+    assert summary.val_fpr == t.val_fpr_ == float(((s > t.threshold_) & (y == 0)).mean() * 2)
+    # the in-sample rate of an "fpr=0.05" threshold is at most 5% by construction; held out,
+    # the rate is usually higher: the optimism the cross-validation removes
+    rates = [Threshold("fpr=0.05", seed=i).fit(rng.normal(size=60) + 0.8 * y, y) for i in range(20)]
+    assert all(r.val_fpr_ <= 0.05 for r in rates)
+    assert np.mean([r.cv_fpr_ for r in rates]) > np.mean([r.val_fpr_ for r in rates])
+
+
+def test_too_few_texts_per_class_fall_back_to_in_sample():
+    t = Threshold("accuracy").fit([0.9, 0.1, 0.8], [1, 0, 1])  # one non-member
+    assert t.cv_fpr_ is None and t.expected_fpr_ == t.val_fpr_
+    assert t.summary().expected_fpr_source == "in-sample"
 
 
 def test_wilson_interval_formula():

@@ -10,6 +10,13 @@ fewer false positives) or "fpr=X" (the lowest threshold whose validation FPR is 
 X, i.e. the highest TPR at that FPR). Candidate thresholds lie midway between
 consecutive distinct validation scores, so a new text scoring exactly like a validation
 text is called what that text was called.
+
+The false-positive rate to expect on never-seen texts is measured out of sample: the same
+rule is fitted on `cv_folds` - 1 stratified folds of the validation data and applied to the
+held-out fold's non-members, pooled over folds (`cv_fpr_`). The in-sample rate of the
+threshold on the texts that chose it (`val_fpr_`) is optimistic, most of all with few
+validation texts; it is the expected rate only when there are too few texts per class
+(fewer than 2) to cross-validate.
 """
 
 from __future__ import annotations
@@ -73,8 +80,10 @@ class ThresholdSummary:
     val_auc: float
     val_tpr: float
     val_accuracy: float
-    expected_fpr: float  # the validation FPR: the rate expected for never-seen texts
+    expected_fpr: float  # the rate expected for never-seen texts (cross-validated when possible)
     expected_fpr_ci: tuple[float, float]  # its Wilson 95% interval
+    expected_fpr_source: str  # "cross-validated (K folds)" or "in-sample"
+    val_fpr: float  # the threshold's FPR on the validation texts that chose it (optimistic)
     n_val: int
     n_val_members: int
     n_val_nonmembers: int
@@ -83,8 +92,10 @@ class ThresholdSummary:
 class Threshold:
     """Choose a threshold on validation scores (`fit`), apply it (`predict`)."""
 
-    def __init__(self, rule: str = "accuracy") -> None:
+    def __init__(self, rule: str = "accuracy", cv_folds: int = 5, seed: int = 0) -> None:
         self.rule = rule
+        self.cv_folds = cv_folds
+        self.seed = seed
         self.kind_, self.target_fpr_ = parse_rule(rule)
 
     def fit(self, scores, labels) -> Threshold:
@@ -112,12 +123,34 @@ class Threshold:
             j = int(np.flatnonzero(fpr <= self.target_fpr_ + 1e-12)[0])  # the lowest allowed
         self.threshold_ = float(cands[j])
         self.val_tpr_ = float(tpr[j])
-        self.expected_fpr_ = float(fpr[j])
+        self.val_fpr_ = float(fpr[j])
         self.val_accuracy_ = float(acc[j])
         self.val_auc_ = float(roc_auc_score(y, s))
         self.n_val_, self.n_val_members_, self.n_val_nonmembers_ = int(y.size), pos, neg
         self.n_false_positives_ = int((above[j] & (y == 0)).sum())
+        self.cv_folds_used_, self.cv_false_positives_ = self._cross_validate(s, y)
+        if self.cv_folds_used_:
+            self.cv_fpr_ = self.cv_false_positives_ / neg
+            self.expected_fpr_, fp = self.cv_fpr_, self.cv_false_positives_
+        else:
+            self.cv_fpr_ = None
+            self.expected_fpr_, fp = self.val_fpr_, self.n_false_positives_
+        self.expected_fpr_ci_ = wilson_interval(fp, neg)
         return self
+
+    def _cross_validate(self, s: np.ndarray, y: np.ndarray) -> tuple[int, int]:
+        """(folds used, held-out non-members above their fold's threshold); (0, 0) when a
+        class has fewer than 2 texts or `cv_folds` < 2."""
+        k = min(self.cv_folds, int((y == 1).sum()), int((y == 0).sum()))
+        if k < 2:
+            return 0, 0
+        from sklearn.model_selection import StratifiedKFold
+
+        fp = 0
+        for train, test in StratifiedKFold(k, shuffle=True, random_state=self.seed).split(s, y):
+            inner = Threshold(self.rule, cv_folds=0).fit(s[train], y[train])
+            fp += int(((s[test] > inner.threshold_) & (y[test] == 0)).sum())
+        return k, fp
 
     def predict(self, scores) -> np.ndarray:
         """1 (member) where a score is strictly above the threshold, else 0."""
@@ -130,7 +163,9 @@ class Threshold:
         return ThresholdSummary(
             rule=self.rule, threshold=self.threshold_, val_auc=self.val_auc_,
             val_tpr=self.val_tpr_, val_accuracy=self.val_accuracy_,
-            expected_fpr=self.expected_fpr_,
-            expected_fpr_ci=wilson_interval(self.n_false_positives_, self.n_val_nonmembers_),
+            expected_fpr=self.expected_fpr_, expected_fpr_ci=self.expected_fpr_ci_,
+            expected_fpr_source=(f"cross-validated ({self.cv_folds_used_} folds)"
+                                 if self.cv_folds_used_ else "in-sample"),
+            val_fpr=self.val_fpr_,
             n_val=self.n_val_, n_val_members=self.n_val_members_,
             n_val_nonmembers=self.n_val_nonmembers_)

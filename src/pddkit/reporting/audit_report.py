@@ -54,7 +54,8 @@ def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
         ("threshold", f"{v['threshold']:.6g} (rule {v['rule']}): validation TPR "
                       f"{100 * v['val_tpr']:.1f}%, accuracy {100 * v['val_accuracy']:.1f}%"),
         ("expected for a never-seen book", f"{100 * v['expected_fpr']:.1f}% of its snippets "
-         f"(95% interval {100 * v['expected_fpr_ci'][0]:.1f}-{100 * v['expected_fpr_ci'][1]:.1f}%)"),
+         f"(95% interval {100 * v['expected_fpr_ci'][0]:.1f}-{100 * v['expected_fpr_ci'][1]:.1f}%; "
+         f"{v.get('expected_fpr_source', 'in-sample')} validation false-positive rate)"),
     )
 
 

@@ -292,7 +292,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                           f"({', '.join(m.label for m in run.methods)}); name exactly one")
     scores = np.asarray(run.methods[0].scores, dtype=float)
     n = len(snips)
-    fitted = Threshold(threshold).fit(scores[n:], val.labels)
+    fitted = Threshold(threshold, seed=seed).fit(scores[n:], val.labels)
     th = fitted.summary()
     member = fitted.predict(scores[:n])
     rates, at = [], 0
