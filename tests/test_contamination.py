@@ -89,13 +89,13 @@ def test_examples_are_split_clean_half_and_half():
         cont.split_examples(ex[:2], corpus, file="f")
 
 
-def test_copies_are_poisson_with_at_least_one_or_exact():
+def test_copies_are_poisson_or_exact():
     assert cont.draw_occurrences(5, 4, poisson=False) == (4,) * 5
     for mean in (1, 2, 8):
         draws = cont.draw_occurrences(20000, mean, seed=1)
-        assert min(draws) >= 1  # a draw of 0 is drawn again: every contaminant is a member
-        expected = mean / (1 - math.exp(-mean))  # zero-truncated Poisson mean
-        assert abs(sum(draws) / len(draws) - expected) < 0.05 * expected
+        assert abs(sum(draws) / len(draws) - mean) < 0.05 * mean  # the mean asked for
+        zero = sum(k == 0 for k in draws) / len(draws)  # never inserted: evaluated as held out
+        assert abs(zero - math.exp(-mean)) < 0.01
         assert len(set(draws)) > 3  # not constant
     assert cont.draw_occurrences(50, 2, seed=1) == cont.draw_occurrences(50, 2, seed=1)
     assert cont.draw_occurrences(50, 2, seed=1) != cont.draw_occurrences(50, 2, seed=2)
@@ -107,7 +107,7 @@ def _corpus() -> Corpus:
     return Corpus("c", tuple(Document(f"d{i}", _words(f"w{i}_", 150), "x") for i in range(60)), 1, 0)
 
 
-def _write(tmp_path, poisson=True):
+def _write(tmp_path, poisson=True, repeats=3):
     """The sandbox's files for one run with contaminants, as experiment.py writes them."""
     split = split_documents(_corpus(), 15, 15, 5, min_words=64, seed=0)
     ex = [Example(f"example:{i}", f"Question {i}: {_words(f'q{i}_', 25)}\nAnswer: yes", "f")
@@ -118,7 +118,7 @@ def _write(tmp_path, poisson=True):
     ground_truth.write_split_texts(tmp_path, split, tok_rows)
     ground_truth.write_jsonl(tmp_path / cont.EXAMPLES, cont.example_rows(csplit))
     run = tmp_path / "run"
-    occ = cont.draw_occurrences(len(csplit.contaminants), 3, poisson=poisson, seed=0)
+    occ = cont.draw_occurrences(len(csplit.contaminants), repeats, poisson=poisson, seed=0)
     data = cont.dataset(csplit, occ)
     ground_truth.write_jsonl(run / cont.FOLDER / cont.EVALUATED, cont.evaluated_rows(data, occ))
     texts = ground_truth.write_train_documents(run, split, 1, 5, cont.training_rows(csplit, occ))
@@ -126,31 +126,40 @@ def _write(tmp_path, poisson=True):
     return run, csplit, occ, texts
 
 
-@pytest.mark.parametrize("poisson", [True, False])
-def test_each_contaminant_is_in_the_training_stream_as_often_as_drawn(tmp_path, poisson):
-    run, csplit, occ, texts = _write(tmp_path, poisson)
-    assert all(k >= 1 for k in occ) and (poisson or set(occ) == {3})
+@pytest.mark.parametrize(("poisson", "repeats"), [(True, 1), (True, 3), (False, 3)])
+def test_each_contaminant_is_in_the_training_stream_as_often_as_drawn(tmp_path, poisson, repeats):
+    run, csplit, occ, texts = _write(tmp_path, poisson, repeats)
+    zeros = sum(k == 0 for k in occ)
+    assert (zeros > 0) == (repeats == 1) and (poisson or set(occ) == {3})  # R=1: e^-1 are 0
     for e, k in zip(csplit.contaminants, occ):  # what the trainer gets: k whole copies each
         assert sum(t.count(e.text) for t in texts) == k
     assert all(not any(e.text in t for t in texts) for e in csplit.heldout)
+    rows = ground_truth.read_jsonl(run / cont.FOLDER / cont.EVALUATED)
+    for r, k in zip(rows, occ):  # a contaminant drawn 0 times is evaluated as never seen
+        assert (r["role"], r["occurrences"], r["label"]) == ("contaminant", k, int(k > 0))
     check = ground_truth.verify_run(tmp_path, run).contamination
-    assert (check.contaminants, check.contaminants_counted) == (15, 15)
-    assert (check.heldout, check.heldout_in_training, check.insertions) == (15, 0, sum(occ))
+    assert (check.contaminants, check.contaminants_counted) == (15 - zeros, 15 - zeros)
+    assert (check.heldout, check.heldout_in_training, check.insertions) == (15 + zeros, 0, sum(occ))
+    assert check.drawn_zero == zeros
     line = ground_truth.verify_sandbox(tmp_path, [run], None, None)["line"]
-    assert line.endswith(f"; contamination: 15 of 15 contaminants occur verbatim in the training "
-                         f"documents exactly as often as drawn ({sum(occ)} copies per epoch); 0 "
-                         "of 15 held-out examples occur in or share a 13-word run with training "
-                         "text")
+    zero_note = f" ({zeros} of them contaminants drawn 0 times)" if zeros else ""
+    assert line.endswith(f"; contamination: {15 - zeros} of {15 - zeros} contaminants occur verbatim "
+                         f"in the training documents exactly as often as drawn ({sum(occ)} copies "
+                         f"per epoch); 0 of {15 + zeros} held-out examples{zero_note} occur in or "
+                         "share a 13-word run with training text")
 
 
 @pytest.mark.parametrize("tamper", ["held-out trained on", "held-out quoted", "count off",
                                     "contaminant also in a background document", "wrong role",
-                                    "reference pool quotes an example"])
+                                    "reference pool quotes an example", "drawn 0 times yet member"])
 def test_the_check_fails_on_tampered_contamination_files(tmp_path, tamper):
-    run, csplit, _, _ = _write(tmp_path)
+    run, csplit, occ, _ = _write(tmp_path, repeats=1)
+    inserted, zeros = sum(k > 0 for k in occ), sum(k == 0 for k in occ)
     train = ground_truth.read_jsonl(run / ground_truth.TRAIN)
-    held, first = csplit.heldout[0], csplit.contaminants[0]
-    expect = "1 of 15 held-out examples occur in, or share a 13-word run with, training text"
+    held = csplit.heldout[0]
+    first = next(e for e, k in zip(csplit.contaminants, occ) if k > 0)
+    expect = (f"1 of {15 + zeros} held-out examples occur in, or share a 13-word run with, "
+              "training text")
     if tamper == "held-out trained on":
         train.append({"id": held.id, "role": "contaminant", "repeats": 1, "text": held.text})
     elif tamper == "held-out quoted":  # 13 words of it inside a background document
@@ -158,10 +167,18 @@ def test_the_check_fails_on_tampered_contamination_files(tmp_path, tamper):
             held.text.split()[3:16])
     elif tamper == "count off":
         next(r for r in train if r["id"] == first.id)["repeats"] += 1
-        expect = "1 of 15 contaminants do not occur in the training documents as often as drawn"
+        expect = (f"1 of {inserted} contaminants do not occur in the training documents as "
+                  "often as drawn")
     elif tamper == "contaminant also in a background document":
         next(r for r in train if r["role"] == "background")["text"] += "\n" + first.text
-        expect = "1 of 15 contaminants do not occur in the training documents as often as drawn"
+        expect = (f"1 of {inserted} contaminants do not occur in the training documents as "
+                  "often as drawn")
+    elif tamper == "drawn 0 times yet member":  # labelled a member, though never inserted
+        path = run / cont.FOLDER / cont.EVALUATED
+        rows = ground_truth.read_jsonl(path)
+        next(r for r in rows if r["role"] == "contaminant" and r["occurrences"] == 0)["label"] = 1
+        ground_truth.write_jsonl(path, rows)
+        expect = "1 of 30 evaluated examples are not examples of the file with their role"
     elif tamper == "wrong role":
         rows = ground_truth.read_jsonl(tmp_path / cont.EXAMPLES)
         next(r for r in rows if r["id"] == held.id)["role"] = "contaminant"

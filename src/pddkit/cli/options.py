@@ -177,8 +177,9 @@ SANDBOX_OPTIONS = [
         "are inserted whole into the training documents, half held out; detection is "
         "evaluated on them too (Min-K% Prob paper, section 6)."),
     click.option("--contamination-repeats", default=1, show_default=True, type=int,
-        help="Copies of each contaminant per epoch: mean of a Poisson draw (redrawn when 0), "
-        "or exact with --contamination-exact."),
+        help="Copies of each contaminant per epoch: mean of a Poisson draw (a contaminant "
+        "drawn 0 times is never inserted and counts as held out), or exact with "
+        "--contamination-exact."),
     click.option("--contamination-poisson/--contamination-exact", default=True, show_default=True,
         help="Draw each contaminant's copies from a Poisson distribution, or use exactly "
         "--contamination-repeats."),

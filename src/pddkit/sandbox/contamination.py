@@ -5,10 +5,10 @@ stream a drawn number of times, and detection is evaluated on contaminants (labe
 against held-out examples of the same file (label 0).
 
 Counts: each contaminant's number of copies (per epoch, like `repeats`) is drawn from a
-Poisson distribution with mean `contamination_repeats`, conditioned on at least one copy
-(a draw of 0 is drawn again: a contaminant is always a member, and the contaminants and
-held-out examples stay the same for every value of a sweep), or is exactly
-`contamination_repeats`. The mean count is then R / (1 - exp(-R)): 1.58 for R = 1.
+Poisson distribution with mean `contamination_repeats` (the paper's rule), or is exactly
+`contamination_repeats`. A contaminant drawn 0 times is never inserted, so it is what a
+held-out example is: it is evaluated with label 0 (its row keeps role `contaminant` and
+`occurrences` 0, and the check treats it as held out). About e^-R of them: 37% for R = 1.
 
 Clean split (module split.py's rules, applied to examples): an example that is empty, a
 duplicate of an earlier one (lower-cased, whitespace folded), verbatim text inside another
@@ -140,8 +140,8 @@ def split_examples(examples: Sequence[Example], corpus_texts: Iterable[str], fra
 
 
 def draw_occurrences(n: int, repeats: int, poisson: bool = True, seed: int = 0) -> tuple[int, ...]:
-    """Copies of each of `n` contaminants: Poisson with mean `repeats` conditioned on at
-    least 1 (zero draws redrawn), or exactly `repeats`."""
+    """Copies of each of `n` contaminants: Poisson with mean `repeats` (0 included), or
+    exactly `repeats`."""
     import numpy as np
 
     if repeats < 1:
@@ -149,10 +149,7 @@ def draw_occurrences(n: int, repeats: int, poisson: bool = True, seed: int = 0) 
     if not poisson:
         return (int(repeats),) * n
     rng = np.random.default_rng([seed, int(repeats)])
-    draws = rng.poisson(repeats, n)
-    while (zero := draws == 0).any():
-        draws[zero] = rng.poisson(repeats, int(zero.sum()))
-    return tuple(int(k) for k in draws)
+    return tuple(int(k) for k in rng.poisson(repeats, n))
 
 
 def example_rows(split: ContaminationSplit) -> list[dict]:
@@ -163,25 +160,36 @@ def example_rows(split: ContaminationSplit) -> list[dict]:
 
 
 def training_rows(split: ContaminationSplit, occurrences: Sequence[int]) -> list[dict]:
-    """The contaminants' rows of RUN/train-documents.jsonl."""
+    """The contaminants' rows of RUN/train-documents.jsonl (none for one drawn 0 times)."""
     return [{"id": e.id, "role": "contaminant", "repeats": k, "text": e.text}
-            for e, k in zip(split.contaminants, occurrences)]
+            for e, k in zip(split.contaminants, occurrences) if k > 0]
 
 
 def dataset(split: ContaminationSplit, occurrences: Sequence[int]) -> Dataset:
-    """Contaminants (label 1) and held-out examples (label 0); `group` = example id."""
-    samples = [Sample(id=e.id, text=e.text, label=1, source=f"{e.source} (inserted {k} times)",
-                      group=e.id) for e, k in zip(split.contaminants, occurrences)]
+    """Contaminants inserted at least once (label 1), then contaminants drawn 0 times and
+    held-out examples (label 0: never trained on); `group` = example id. One sentence when
+    either side has fewer than 2 examples."""
+    samples = [Sample(id=e.id, text=e.text, label=int(k > 0), group=e.id,
+                      source=f"{e.source} (inserted {k} times)" if k else
+                      f"{e.source} (contaminant drawn 0 times: never inserted)")
+               for e, k in zip(split.contaminants, occurrences)]
     samples += [Sample(id=e.id, text=e.text, label=0, source=f"{e.source} (held out)", group=e.id)
                 for e in split.heldout]
+    inserted = sum(k > 0 for k in occurrences)
+    if min(inserted, len(samples) - inserted) < 2:
+        raise PddkitError(f"{inserted} of {len(occurrences)} contaminants were drawn at least once "
+                          f"and {len(samples) - inserted} examples are never inserted: at least 2 "
+                          "of each are needed (more examples or another `contamination_repeats`)")
     return make_dataset(f"contamination: {split.file}", samples, [])
 
 
 def evaluated_rows(data: Dataset, occurrences: Sequence[int]) -> list[dict]:
-    """The rows of RUN/contamination/examples.jsonl."""
-    counts = iter(occurrences)
-    return [{"id": s.id, "text": s.text, "label": s.label,
-             "occurrences": next(counts) if s.label == 1 else 0} for s in data.samples]
+    """The rows of RUN/contamination/examples.jsonl: the contaminants first (with their
+    drawn count, 0 included), then the held-out examples (count 0)."""
+    counts = list(occurrences) + [0] * (len(data.samples) - len(occurrences))
+    return [{"id": s.id, "text": s.text, "label": s.label, "occurrences": k,
+             "role": "contaminant" if i < len(occurrences) else "heldout"}
+            for i, (s, k) in enumerate(zip(data.samples, counts))]
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class ContaminationCheck:
     examples: int
     reference_shared: int  # inside, or share a 13-word run with, reference pool / tokenizer texts
     outside_source: int  # not an example of the file with this role and text
+    drawn_zero: int = 0  # contaminants drawn 0 times: never inserted, checked as held out
 
     @property
     def failures(self) -> list[str]:
@@ -218,8 +227,9 @@ class ContaminationCheck:
         return (f"{self.contaminants_counted} of {self.contaminants} contaminants occur verbatim "
                 "in the training documents exactly as often as drawn"
                 + (f" ({self.insertions} copies per epoch)" if copies else "")
-                + f"; {self.heldout_in_training} of {self.heldout} held-out examples "
-                f"occur in or share a {N}-word run with training text")
+                + f"; {self.heldout_in_training} of {self.heldout} held-out examples"
+                + (f" ({self.drawn_zero} of them contaminants drawn 0 times)" if self.drawn_zero else "")
+                + f" occur in or share a {N}-word run with training text")
 
 
 def present(out: Path, run_dir: Path) -> bool:
@@ -238,13 +248,14 @@ def verify(out: Path, run_dir: Path, train: list[dict], ref_texts: list[str],
     for r in train:
         train_grams |= ngram_hashes(r["text"])
     ref_blob = "\x00".join(ref_texts)
-    n = {"c": 0, "cc": 0, "ins": 0, "h": 0, "hs": 0, "rs": 0, "out": 0}
+    n = {"c": 0, "cc": 0, "ins": 0, "h": 0, "hs": 0, "rs": 0, "out": 0, "zero": 0}
     for e in rows:
         text = e["text"]
         copies = sum(r["repeats"] * r["text"].count(text) for r in train)
-        role = "contaminant" if e["label"] == 1 else "heldout"
+        role = e.get("role", "contaminant" if e["label"] == 1 else "heldout")
         src = source.get(e["id"])
-        n["out"] += src is None or src["role"] != role or src["text"] != text
+        n["out"] += (src is None or src["role"] != role or src["text"] != text
+                     or e["label"] != int(role == "contaminant" and e["occurrences"] >= 1))
         n["rs"] += text in ref_blob or not ngram_hashes(text).isdisjoint(ref_grams)
         if e["label"] == 1:
             n["c"] += 1
@@ -252,11 +263,12 @@ def verify(out: Path, run_dir: Path, train: list[dict], ref_texts: list[str],
             n["ins"] += copies
         else:
             n["h"] += 1
+            n["zero"] += role == "contaminant"
             n["hs"] += copies > 0 or not ngram_hashes(text).isdisjoint(train_grams)
     check = ContaminationCheck(run=run_dir.name, contaminants=n["c"], contaminants_counted=n["cc"],
                                insertions=n["ins"], heldout=n["h"], heldout_in_training=n["hs"],
                                examples=len(rows), reference_shared=n["rs"],
-                               outside_source=n["out"])
+                               outside_source=n["out"], drawn_zero=n["zero"])
     if check.failures:
         raise PddkitError(f"ground truth check failed for {run_dir / FOLDER}: "
                           + "; ".join(check.failures))

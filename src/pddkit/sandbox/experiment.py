@@ -289,7 +289,7 @@ def _by_occurrences(result, drawn: dict[str, int]) -> dict:
     labels = np.asarray(result.labels)
     occ = np.array([drawn.get(i, 0) for i in result.ids])  # held-out examples: 0
     bins = {}
-    for k in sorted(set(drawn.values())):
+    for k in sorted(set(drawn.values()) - {0}):  # drawn 0 times: evaluated as held out
         hi = 1 << (k - 1).bit_length()  # the power of two at or above k
         bins.setdefault(str(k) if hi <= 2 else f"{hi // 2 + 1}-{hi}", []).append(k)
     by_bin = {}
@@ -300,4 +300,5 @@ def _by_occurrences(result, drawn: dict[str, int]) -> dict:
                         for m, s in result.scores().items()}
     return {"occurrences": {name: int(np.isin(occ, ks).sum()) for name, ks in bins.items()},
             "mean_occurrences": float(np.mean(list(drawn.values()))),
+            "drawn_zero_times": int(sum(k == 0 for k in drawn.values())),
             "auc_by_occurrences": by_bin}

@@ -199,9 +199,20 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
     if len(checks) > 1:
         line += f" (in each of the {len(checks)} runs)" if same else f" (run {c.run}; all pass)"
     if c.contamination is not None:
-        copies = ("" if len(checks) == 1 else " (copies per epoch: " + ", ".join(
-            f"{k.contamination.insertions} in {k.run}" for k in checks) + ")")
-        line += "; contamination: " + c.contamination.sentence(copies=not copies) + copies
+        def sides(k):
+            x = k.contamination
+            return (x.contaminants, x.contaminants_counted, x.heldout, x.heldout_in_training,
+                    x.drawn_zero)
+
+        if len(checks) == 1:
+            line += "; contamination: " + c.contamination.sentence()
+        elif all(sides(k) == sides(c) for k in checks):
+            line += ("; contamination: " + c.contamination.sentence(copies=False)
+                     + " (copies per epoch: " + ", ".join(
+                         f"{k.contamination.insertions} in {k.run}" for k in checks) + ")")
+        else:  # Poisson draws differ between runs: each run's own counts
+            line += "; contamination: " + "; ".join(
+                f"{k.run}: {k.contamination.sentence()}" for k in checks)
     if base_model:
         line += ("; the base model's own pre-training data is unknown: only what the sandbox "
                  "added is checked")
