@@ -7,16 +7,8 @@ and a one-sided Welch t-test asks whether suspect texts score higher. A false-po
 check runs the same test on two halves of the reference set, where no difference should be
 found.
 
-The direction is part of the test: the classifier's weights are constrained to be
-non-negative (a logistic regression fitted with bounds, `fit_nonnegative`), so its score
-can only rise with features that rise with membership, and a small p-value means the
-suspect texts look *more* familiar than the reference texts. Suspect texts that look less
-familiar get weights of zero on the features where they are lower (all zero: constant
-scores, p = 1); `decide` then runs the mirrored test (features negated) and, when that one
-is significant, the verdict says the sets differ but the suspect texts look less familiar,
-which is not evidence of training (`used_in_training` False).
-
-The statistics on the feature matrices live in evaluation/dataset_inference.py."""
+The statistics on the feature matrices (the test, its direction, the false-positive check
+and the verdict) live in evaluation/dataset_inference.py; this module scores the texts."""
 
 from __future__ import annotations
 
