@@ -68,23 +68,47 @@ def test_the_childs_notices_log_lines_and_errors_reach_the_run(caplog, monkeypat
     job = BlindJob.start(_data(), cfg, None, where="process")
     with caplog.at_level("WARNING", logger="pddkit"):
         found = job.result([])  # computed here instead, said in one line
-    assert "ended with code 1 and no result; computing it here" in caplog.text
+    assert "ended with code 1 and no result" in caplog.text and "computing it here" in caplog.text
     here = BlindJob.start(_data(), cfg, None, "inline").result([])
     np.testing.assert_array_equal(found.scores, here.scores)
 
 
-def test_a_cancelled_child_is_gone():
+def test_a_cancelled_child_is_gone_with_its_files():
     job = BlindJob.start(_data(400), RunConfig(model="m"), None, where="process")
+    child, folder = job._child, job._dir
     job.cancel()
-    assert job._child.poll() is not None
+    assert child.poll() is not None and not folder.exists()
 
 
+@pytest.mark.slow
+def test_no_usable_interpreter_or_answer_means_computing_here(monkeypatch, tmp_path, caplog):
+    import sys
+
+    cfg = RunConfig(model="m", n_bootstrap=20)
+    here = BlindJob.start(_data(), cfg, None, "inline").result([])
+    monkeypatch.setattr(sys, "executable", "")  # an embedded interpreter: Popen fails
+    job = BlindJob.start(_data(), cfg, None, where="process")
+    assert job.where == "inline" and job._child is None
+    np.testing.assert_array_equal(job.result([]).scores, here.scores)
+    echo = tmp_path / "not-python"  # exits 0 and writes no answer file
+    echo.write_text("#!/bin/sh\necho hello\n")
+    echo.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(echo))
+    with caplog.at_level("WARNING", logger="pddkit"):
+        found = BlindJob.start(_data(), cfg, None, where="process").result([])
+    assert "ended with code 0 and no result" in caplog.text
+    np.testing.assert_array_equal(found.scores, here.scores)
+
+
+@pytest.mark.slow
 def test_a_memo_hit_runs_inline(tmp_path):
     from pddkit.engine.blind_job import blind_baseline
 
     data = _data()
     cfg = RunConfig(model="m", n_bootstrap=20, cache=str(tmp_path / "cache"), device="cpu")
-    assert BlindJob.start(data, cfg, None).where == "process"
+    before = BlindJob.start(data, cfg, None)
+    assert before.where == "process"
+    before.cancel()
     first = blind_baseline(data, cfg, None, [])  # fills the memo
     job = BlindJob.start(data, cfg, None)
     assert job.where == "inline"

@@ -186,3 +186,27 @@ def test_a_cached_rerun_draws_no_figure_and_its_report_is_the_same(model_dir, tm
                                for s in dataset().samples), (), {})
     write_report(run_dataset(other, config(model_dir, tmp_path / "cache")).write(tmp_path / "other"))
     assert (tmp_path / "other" / "roc.png").read_bytes() != (tmp_path / "first" / "roc.png").read_bytes()
+
+
+def test_the_figure_memo_keys_on_method_order_and_creates_no_foreign_cache(tmp_path):
+    from pddkit.reporting.report import _FigureMemo
+
+    labels = np.array([1, 0, 1, 0])
+    a, b = np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.4, 0.3, 0.2, 0.1])
+    drawn = []
+
+    def draw(tag):
+        return lambda: drawn.append(tag) or tag.encode()
+
+    missing = tmp_path / "elsewhere" / "cache"  # a results folder from another machine
+    assert _FigureMemo.of(str(missing), labels, {"x": a}).png("roc", draw("m")) == b"m"
+    assert not missing.exists()
+    cache = tmp_path / "cache"
+    (cache / "memo").mkdir(parents=True)
+    first = _FigureMemo.of(str(cache), labels, {"x": a, "y": b})
+    assert first.png("roc", draw("xy")) == b"xy" and first.png("roc", draw("again")) == b"xy"
+    swapped = _FigureMemo.of(str(cache), labels, {"y": b, "x": a})  # other colours, legend
+    assert swapped.png("roc", draw("yx")) == b"yx"
+    other = _FigureMemo.of(str(cache), labels[::-1].copy(), {"x": a, "y": b})
+    assert other.png("roc", draw("labels")) == b"labels"
+    assert drawn == ["m", "xy", "yx", "labels"]

@@ -18,10 +18,13 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -76,8 +79,19 @@ class BlindJob:
     def _spawn(self) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                "MKL_NUM_THREADS": "1"}  # one core: the parent keeps the rest
-        self._child = subprocess.Popen([sys.executable, "-m", "pddkit.engine.blind_job"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._dir = Path(tempfile.mkdtemp(prefix="pddkit-blind-"))
+        # the answer goes to a file (a stray print in the child cannot corrupt it), the
+        # child's stderr to another (a traceback there is not the user's to read)
+        with (self._dir / "stderr.txt").open("wb") as err:
+            try:
+                self._child = subprocess.Popen(
+                    [sys.executable, "-m", "pddkit.engine.blind_job", str(self._dir / "answer")],
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=env)
+            except OSError as e:  # no usable interpreter (embedded, frozen): compute it here
+                logger.info("could not start the blind baseline's process (%s); it runs here", e)
+                self._cleanup()
+                self.where = "inline"
+                return
         self._payload = pickle.dumps(self._args, protocol=pickle.HIGHEST_PROTOCOL)
         # written on a thread: a payload larger than the pipe's buffer must not block the run
         self._writer = threading.Thread(target=self._write, daemon=True)
@@ -91,15 +105,24 @@ class BlindJob:
             pass
 
     def _collect(self) -> None:
-        out = self._child.stdout.read()
         self._child.wait()
         self._writer.join()
-        if self._child.returncode != 0 or not out:  # e.g. pddkit not importable there
-            logger.warning("the blind baseline's process ended with code %s and no result; "
-                           "computing it here", self._child.returncode)
+        answer = None
+        if self._child.returncode == 0:
+            try:
+                answer = pickle.loads((self._dir / "answer").read_bytes())  # our own child's
+            except Exception:  # not a Python that ran pddkit, or a broken file
+                answer = None
+        if answer is None:  # e.g. pddkit not importable there: say why, compute it here
+            err = (self._dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
+            logger.warning("the blind baseline's process ended with code %s and no result%s; "
+                           "computing it here", self._child.returncode,
+                           f" ({err[-1][:200]})" if err else "")
+            self._cleanup()
             self._work()
             return
-        kind, value, records, notices, seconds = pickle.loads(out)  # our own child's answer
+        self._cleanup()
+        kind, value, records, notices, seconds = answer
         for name, level, message in records:  # its log lines, as if logged here
             logging.getLogger(name).log(level, message)
         self._notices.extend(notices)
@@ -109,11 +132,15 @@ class BlindJob:
         else:
             self._result = value
 
+    def _cleanup(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
     def result(self, notices: list[str]) -> MethodResult | None:
         """The baseline's MethodResult (None when it could not be fitted: the reason is
         added to `notices`); waits for the thread or the child, or computes it now."""
         if self._child is not None:
             self._collect()
+            self._child = None
         else:
             if self._thread.ident is None:  # not started in the background
                 self._thread.start()
@@ -125,9 +152,12 @@ class BlindJob:
 
     def cancel(self) -> None:
         """Stop a child that is no longer wanted (the run failed before asking for it)."""
-        if self._child is not None and self._child.poll() is None:
-            self._child.kill()
-            self._child.wait()
+        if self._child is not None:
+            if self._child.poll() is None:
+                self._child.kill()
+                self._child.wait()
+            self._cleanup()
+            self._child = None
 
 
 MANY_CORES = 8  # a CPU-only forward pass hardly misses one core out of this many
@@ -251,8 +281,10 @@ class _Records(logging.Handler):
 
 
 def _child_main() -> None:
-    """`python -m pddkit.engine.blind_job`: (dataset, config, test_idx) pickled on stdin,
-    ("ok"|"error", result or exception, log records, notices, seconds) on stdout."""
+    """`python -m pddkit.engine.blind_job ANSWER`: (dataset, config, test_idx) pickled on
+    stdin; ("ok"|"error", result or exception, log records, notices, seconds) pickled into
+    the file ANSWER (written whole, then renamed)."""
+    answer_path = Path(sys.argv[1])
     args = pickle.loads(sys.stdin.buffer.read())  # from our own parent process
     handler = _Records()
     root = logging.getLogger("pddkit")
@@ -270,8 +302,9 @@ def _child_main() -> None:
         except Exception:
             answer = ("error", RuntimeError(f"the blind baseline failed: {e!r}"))
     out = (*answer, handler.records, notices, time.perf_counter() - t0)
-    sys.stdout.buffer.write(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
-    sys.stdout.buffer.flush()
+    tmp = answer_path.with_suffix(".tmp")
+    tmp.write_bytes(pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    os.replace(tmp, answer_path)
 
 
 if __name__ == "__main__":

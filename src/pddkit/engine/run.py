@@ -86,59 +86,57 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     # the blind baseline needs no model: it runs on an idle core while the model loads and runs
     blind = (BlindJob.start(dataset, config, test_idx, model_given=model is not None)
              if dataset.labelled and config.blind else None)
-
-    opened: list[Backend] = []
     try:
+        opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
                               val_dataset, notices, opened)
+        cached = [b for b in opened if hasattr(b, "store")]
+        if cached:  # texts per pass found in the cache / computed
+            table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
+                                     for desc, (h, m) in b.counts().items()}
+
+        labels = tuple(dataset.labels) if dataset.labelled else None
+        subsets = tuple(s.subset for s in dataset.samples)
+        index = _subset_index(subsets, labels, test_idx, notices)
+        timings = dict(table.timings)
+        t0 = time.perf_counter()
+        results = [_method_result(c, table.scores[c.label], labels, config, test_idx, index)
+                   for c in table.calls]
+        timings["metrics"] = time.perf_counter() - t0
+        validation = {}
+        search = table.extras.get("probe_search")
+        if val_idx is not None:
+            t0 = time.perf_counter()
+            validation = _validate(table, np.asarray(labels), val_idx, test_idx, config, notices)
+            timings["validation"] = time.perf_counter() - t0
+        if blind is not None:
+            t0 = time.perf_counter()
+            found = blind.result(notices)
+            if found is not None:
+                results.append(found)
+            timings["blind_baseline"] = blind.seconds  # of its own thread
+            timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
+
+        return RunResult(
+            ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
+            config={**asdict(config), "dataset": dataset.name,
+                    "methods_resolved": [c.label for c in table.calls]},
+            counts=table.counts, timings=timings, models=table.models,
+            skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
+            notices=tuple(notices),
+            splits=None if val_idx is None else tuple(
+                np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
+            subsets=subsets if any(x is not None for x in subsets) else None,
+            validation=validation,
+            neighbors=table.extras.get("neighbor_sets"),
+            probe=None if search is None else search.best,
+            probe_validated=None if "probe" not in validation else next(
+                p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
+        )
     except BaseException:
-        if blind is not None:  # nobody will ask for it
+        if blind is not None:  # nobody will ask for it now
             blind.cancel()
         raise
-    cached = [b for b in opened if hasattr(b, "store")]
-    if cached:  # texts per pass found in the cache / computed
-        table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
-                                 for desc, (h, m) in b.counts().items()}
-
-    labels = tuple(dataset.labels) if dataset.labelled else None
-    subsets = tuple(s.subset for s in dataset.samples)
-    index = _subset_index(subsets, labels, test_idx, notices)
-    timings = dict(table.timings)
-    t0 = time.perf_counter()
-    results = [_method_result(c, table.scores[c.label], labels, config, test_idx, index)
-               for c in table.calls]
-    timings["metrics"] = time.perf_counter() - t0
-    validation = {}
-    search = table.extras.get("probe_search")
-    if val_idx is not None:
-        t0 = time.perf_counter()
-        validation = _validate(table, np.asarray(labels), val_idx, test_idx, config, notices)
-        timings["validation"] = time.perf_counter() - t0
-    if blind is not None:
-        t0 = time.perf_counter()
-        found = blind.result(notices)
-        if found is not None:
-            results.append(found)
-        timings["blind_baseline"] = blind.seconds  # of its own thread
-        timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
-
-    return RunResult(
-        ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
-        config={**asdict(config), "dataset": dataset.name,
-                "methods_resolved": [c.label for c in table.calls]},
-        counts=table.counts, timings=timings, models=table.models,
-        skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
-        notices=tuple(notices),
-        splits=None if val_idx is None else tuple(
-            np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
-        subsets=subsets if any(x is not None for x in subsets) else None,
-        validation=validation,
-        neighbors=table.extras.get("neighbor_sets"),
-        probe=None if search is None else search.best,
-        probe_validated=None if "probe" not in validation else next(
-            p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
-    )
-
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
                   test_idx, val_dataset, notices: list[str], opened: list[Backend]):

@@ -133,21 +133,24 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
 
 
 class _FigureMemo:
-    """The run's figures kept in the statistics cache's memo (when the run used one), keyed
-    by the labels, every method's scores, the drawing code and the matplotlib version: a
-    cached rerun draws nothing, the same figures come back byte for byte."""
+    """The run's figures kept in the statistics cache's memo (when the run used one and
+    that cache folder exists here: a results folder from elsewhere creates nothing), keyed
+    by the labels, the methods in order with their scores, the drawing code, the pddkit
+    version (legends carry its AUCs) and the matplotlib version: a cached rerun draws
+    nothing, the same figures come back byte for byte."""
 
     def __init__(self, memo, parts: dict | None) -> None:
         self.memo, self.parts = memo, parts
 
     @classmethod
     def of(cls, cache: str | None, labels: np.ndarray, scores: dict[str, np.ndarray]) -> _FigureMemo:
-        if not cache:
+        if not cache or not (Path(cache).expanduser() / "memo").is_dir():
             return cls(None, None)
         import hashlib
         from importlib.metadata import PackageNotFoundError, version
 
         from pddkit.cache.memo import Memo
+        from pddkit.version import __version__
 
         try:
             mpl = version("matplotlib")
@@ -155,9 +158,10 @@ class _FigureMemo:
             mpl = None
         digest = lambda b: hashlib.sha256(b).hexdigest()  # noqa: E731
         parts = {"labels": digest(np.ascontiguousarray(labels, dtype=np.int64).tobytes()),
-                 "scores": {k: digest(np.ascontiguousarray(v, dtype=np.float64).tobytes())
-                            for k, v in scores.items()},
-                 "code": digest(Path(plots.__file__).read_bytes()), "matplotlib": mpl}
+                 "scores": [[k, digest(np.ascontiguousarray(v, dtype=np.float64).tobytes())]
+                            for k, v in scores.items()],  # in order: it sets colours and legends
+                 "code": digest(Path(plots.__file__).read_bytes()), "matplotlib": mpl,
+                 "pddkit": __version__}
         return cls(Memo(Path(cache).expanduser()), parts)
 
     def png(self, name: str, draw) -> bytes:
