@@ -178,12 +178,12 @@ def test_the_check_fails_on_tampered_contamination_files(tmp_path, tamper):
         rows = ground_truth.read_jsonl(path)
         next(r for r in rows if r["role"] == "contaminant" and r["occurrences"] == 0)["label"] = 1
         ground_truth.write_jsonl(path, rows)
-        expect = "1 of 30 evaluated examples are not examples of the file with their role"
+        expect = "1 of 30 evaluated examples are not examples of the file with their role, or carry"
     elif tamper == "wrong role":
         rows = ground_truth.read_jsonl(tmp_path / cont.EXAMPLES)
         next(r for r in rows if r["id"] == held.id)["role"] = "contaminant"
         ground_truth.write_jsonl(tmp_path / cont.EXAMPLES, rows)
-        expect = "1 of 30 evaluated examples are not examples of the file with their role"
+        expect = "1 of 30 evaluated examples are not examples of the file with their role, or carry"
     else:
         ref = ground_truth.read_jsonl(tmp_path / ground_truth.REFERENCE)
         ref[0]["text"] += " " + held.text
@@ -246,3 +246,29 @@ def test_a_contamination_sweep_end_to_end(corpus_file, examples_file, tmp_path, 
     assert (out / "sweep_contamination.png").is_file() and (out / "sweep_32.png").is_file()
     assert "contamination-repeats=4, contamination" in (out / "report.html").read_text()
     assert main(["report", str(out)]) == 0
+
+
+def test_too_few_inserted_or_never_inserted_is_one_sentence():
+    ex = [Example(f"example:{i}", f"Question {i}: {_words(f'q{i}_', 25)}", "f") for i in range(6)]
+    split = cont.ContaminationSplit(tuple(ex[:3]), tuple(ex[3:]), "f", 6, 0, 0, 0, 0, 0)
+    with pytest.raises(PddkitError, match="1 of 3 contaminants were drawn at least once"):
+        cont.dataset(split, (0, 0, 2))
+    data = cont.dataset(split, (0, 1, 2))  # the one drawn 0 times joins the never-inserted
+    assert [s.label for s in data.samples] == [0, 1, 1, 0, 0, 0]
+    assert "drawn 0 times" in data.samples[0].source
+
+
+def test_auc_by_occurrences_leaves_contaminants_drawn_zero_times_with_the_held_out():
+    from types import SimpleNamespace
+
+    from pddkit.sandbox.experiment import _by_occurrences
+
+    ids = ["c0", "c1", "c2", "c3", "h0", "h1"]
+    drawn = {"c0": 0, "c1": 1, "c2": 1, "c3": 2}
+    labels = [0, 1, 1, 1, 0, 0]  # c0 was never inserted
+    scores = {"mink": [0.1, 0.9, 0.8, 0.7, 0.2, 0.3]}
+    result = SimpleNamespace(ids=ids, labels=labels, scores=lambda: scores)
+    out = _by_occurrences(result, drawn)
+    assert out["occurrences"] == {"1": 2, "2": 1} and out["drawn_zero_times"] == 1
+    assert out["mean_occurrences"] == 1.0
+    assert out["auc_by_occurrences"]["1"]["mink"] == 1.0  # c1, c2 against c0, h0, h1

@@ -25,8 +25,9 @@ CODE_NAMES = {m.name for m in METHODS} | {b.name for b in BENCHMARKS}  # `ref`, 
 NO_MODEL = "/nonexistent/model/dir"  # every check here answers before a model would load
 FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*")
 PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)(=[^`\s]+)?`")
-# RunConfig / SandboxConfig fields the command line does not set (Python only)
-PYTHON_ONLY = {"ref_backend", "heads", "train_batch"}
+# RunConfig / SandboxConfig fields and other Python parameters the command line does not
+# set (cv_folds: evaluation.thresholds.Threshold's cross-validation of the expected FPR)
+PYTHON_ONLY = {"ref_backend", "heads", "train_batch", "cv_folds"}
 # backticked code in lower layers' messages that is not a parameter of pddkit's API
 NOT_PARAMETERS = {"params",  # a key of neighbors.jsonl
                   "clear",  # `pddkit cache clear`

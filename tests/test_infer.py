@@ -330,6 +330,13 @@ def test_the_perturbation_feature_is_an_option(world, mask_model_dir, tmp_path, 
     assert res["configuration"]["n_neighbors"] == 3
     assert res["configuration"]["mask_model"] == str(mask_model_dir)
     assert np.isfinite(res["test"]["gaps"][res["features"][-1]])
+    saved = tmp_path / "o" / "neighbors.jsonl"  # reused: no masked LM needed the second time
+    i = args.index("--mask-model")
+    again = [*args[:i], "--neighbors", saved, *args[i + 2:], "--output", tmp_path / "o2"]
+    code, _, err = run_cli(capsys, *again)
+    assert code == 0, err
+    res2 = json.loads((tmp_path / "o2" / "results.json").read_text())
+    assert res2["p_value"] == res["p_value"] and res2["test"]["gaps"] == res["test"]["gaps"]
     plain = infer_dataset(str(world["model"]), world["members"][:24], world["nonmembers"][:24],
                           device="cpu", dtype="float32", batch_size=16, false_positive_check=False)
     assert "neighbor" not in " ".join(plain.features.names)  # only when asked for

@@ -115,3 +115,8 @@ def test_bad_rules_and_unfitted_use():
         Threshold().predict([1.0])
     with pytest.raises(PddkitError, match="finite"):
         Threshold().fit([0.1, float("nan")], [1, 0])
+
+
+def test_cv_folds_of_one_is_one_sentence():
+    with pytest.raises(PddkitError, match=r"`cv_folds` must be 0 .* or at least 2, not 1"):
+        Threshold("accuracy", cv_folds=1)

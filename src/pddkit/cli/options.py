@@ -371,7 +371,7 @@ INFER_OPTIONS = [
         help="Masked LM (local directory or hub id, e.g. roberta-base): adds the perturbation "
         "feature `neighbor`."),
     click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
-        help="...or neighbours saved by an earlier run (neighbors.jsonl)."),
+        help="...or the neighbors.jsonl an earlier infer with --mask-model wrote (same texts)."),
     click.option("--n-neighbors", default=25, show_default=True, type=int,
         help="Neighbours per text for the perturbation feature."),
     click.option("--alpha", type=float, default=0.05, show_default=True,

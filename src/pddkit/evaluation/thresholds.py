@@ -97,6 +97,9 @@ class Threshold:
         self.cv_folds = cv_folds
         self.seed = seed
         self.kind_, self.target_fpr_ = parse_rule(rule)
+        if cv_folds == 1 or cv_folds < 0:
+            raise PddkitError(f"`cv_folds` must be 0 (no cross-validation) or at least 2, "
+                              f"not {cv_folds}")
 
     def fit(self, scores, labels) -> Threshold:
         """Choose the threshold on `scores` (higher = member) with `labels` (1/0)."""

@@ -218,7 +218,8 @@ class ContaminationCheck:
                  f"examples occur in, or share a {N}-word run with, the reference pool or "
                  "tokenizer texts"),
                 (self.outside_source, self.examples,
-                 "evaluated examples are not examples of the file with their role")):
+                 "evaluated examples are not examples of the file with their role, or carry a "
+                 "label their drawn count contradicts")):
             if count:
                 out.append(f"{count} of {total} {what}")
         return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from os import PathLike
 from pathlib import Path
 
@@ -60,6 +60,10 @@ class InferenceResult:
     notices: tuple[str, ...]
     counts: dict
     timings: dict
+    # the perturbation feature's neighbour texts (resources.neighbors.NeighborSets) and the
+    # ids they belong to, saved as neighbors.jsonl for a later run's `neighbors_file`
+    neighbors: object | None = field(default=None, repr=False)
+    ids: tuple[str, ...] = ()
 
     @property
     def p_value(self) -> float:
@@ -98,6 +102,8 @@ class InferenceResult:
         out = Path(out_dir)
         data = _finite(self.to_dict())
         (out / "results.json").write_text(json.dumps(data, indent=2) + "\n")
+        if self.neighbors is not None:
+            self.neighbors.save(out / "neighbors.jsonl", self.ids)
         write_infer_report(out, data)
         return out
 
@@ -150,10 +156,11 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     """Maini et al. 2024's dataset inference: `suspect` and `reference` (texts, a Dataset,
     or a table file read with `text_field`) scored in one engine run under `model` (a path,
     hub id, Backend or LoadedModel); `ref_model` and `freq` add the `ref` and `dcpdd`
-    features; `mask_model` (neighbours generated with it) or `neighbors_file` (neighbours
-    saved by an earlier run) adds the perturbation feature `neighbor` over `n_neighbors`
-    neighbours. The verdict says "used in training" only when the test's p-value is below
-    `alpha` and the false-positive check's is not."""
+    features; `mask_model` (neighbours generated with it) or `neighbors_file` (the
+    neighbors.jsonl an earlier `infer` with a mask model wrote, for the same suspect and
+    reference texts) adds the perturbation feature `neighbor` over `n_neighbors` neighbours.
+    The verdict says "used in training" only when the test's p-value is below `alpha` and
+    the false-positive check's is not."""
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
 
@@ -204,7 +211,8 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     return InferenceResult(decision, features, config, run.models, run.notices,
                            {"suspect": n_s, "reference": len(ref.samples),
                             "truncated": run.counts.get("truncated", {})},
-                           {"scoring": t1 - t0, "statistics": time.perf_counter() - t1})
+                           {"scoring": t1 - t0, "statistics": time.perf_counter() - t1},
+                           run.neighbors, run.ids)
 
 
 def _finite(x):
