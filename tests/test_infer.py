@@ -12,23 +12,22 @@ from cli_helpers import run_cli, write_jsonl
 from conftest import assert_no_shared_runs, shared_path
 
 from pddkit.errors import PddkitError
-from pddkit.methods.maxk import maxk_grid, mean_of_highest
-from pddkit.studies import STUDIES
-from pddkit.studies.infer import (
+from pddkit.evaluation.dataset_inference import (
     CLIP,
     FeatureMatrix,
     compare_sets,
     curve_sizes,
     decide,
     false_positive_test,
-    feature_methods,
-    infer_dataset,
     normalise,
     require_sizes,
     split_reference,
     verdict_sentence,
     welch_greater,
 )
+from pddkit.methods.maxk import maxk_grid, mean_of_highest
+from pddkit.studies import STUDIES
+from pddkit.studies.infer import feature_methods, infer_dataset
 
 NO_MODEL = "/nonexistent/model/dir"  # every check below answers before a model would load
 NAMES = ("a", "b", "c")
@@ -121,7 +120,7 @@ def test_suspect_texts_that_look_less_familiar_are_not_used_in_training():
 def test_the_nonnegative_fit_matches_an_unconstrained_fit_when_every_weight_is_positive():
     from sklearn.linear_model import LogisticRegression
 
-    from pddkit.studies.infer import fit_nonnegative
+    from pddkit.evaluation.dataset_inference import fit_nonnegative
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 3))

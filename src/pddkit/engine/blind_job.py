@@ -217,17 +217,15 @@ def _out_of_fold(samples, labels: np.ndarray, config: RunConfig) -> tuple[np.nda
     cache's memo when it holds them; PddkitError when they are too few to cross-validate."""
     from pddkit.evaluation.blind import BlindBaseline
 
-    groups = [s.group for s in samples]
-    use_groups = any(g is not None for g in groups)
-    if use_groups:
-        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, samples)]
+    groups = _groups(samples)
+    use_groups = groups is not None
     model = BlindBaseline(seed=config.seed)
     texts = [s.text for s in samples]
-    memo, key = _blind_memo(config, model, texts, labels, groups if use_groups else None)
+    memo, key = _blind_memo(config, model, texts, labels, groups)
     found = memo.get_result("blind", key) if memo is not None else None
     if found is not None:  # the same texts, labels, groups and classifier: its scores
         return found[0]["scores"], found[1]["folds"], use_groups
-    scores = model.cross_val_scores(texts, labels, groups if use_groups else None)
+    scores = model.cross_val_scores(texts, labels, groups)
     folds = model.n_splits_used_
     if memo is not None:
         memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
@@ -241,13 +239,17 @@ def _memo_holds(dataset: Dataset, config: RunConfig) -> bool:
     from pddkit.evaluation.blind import BlindBaseline
 
     samples = dataset.samples
-    groups = [s.group for s in samples]
-    use_groups = any(g is not None for g in groups)
-    if use_groups:
-        groups = [g if g is not None else f"sample:{s.id}" for g, s in zip(groups, samples)]
     memo, key = _blind_memo(config, BlindBaseline(seed=config.seed), [s.text for s in samples],
-                            np.asarray(dataset.labels), groups if use_groups else None)
+                            np.asarray(dataset.labels), _groups(samples))
     return memo.get_result("blind", key) is not None
+
+
+def _groups(samples) -> list[str] | None:
+    """Each text's document for grouped folds (a text without one is its own), or None
+    when no text names a document."""
+    if all(s.group is None for s in samples):
+        return None
+    return [s.group if s.group is not None else f"sample:{s.id}" for s in samples]
 
 
 def _blind_memo(config: RunConfig, model, texts, labels, groups):

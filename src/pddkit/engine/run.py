@@ -114,7 +114,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             found = blind.result(notices)
             if found is not None:
                 results.append(found)
-            timings["blind_baseline"] = blind.seconds  # of its own thread
+            timings["blind_baseline"] = blind.seconds  # its own time (thread, process or inline)
             timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
 
         return RunResult(
@@ -137,6 +137,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         if blind is not None:  # nobody will ask for it now
             blind.cancel()
         raise
+
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
                   test_idx, val_dataset, notices: list[str], opened: list[Backend]):

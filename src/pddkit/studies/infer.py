@@ -23,23 +23,12 @@ import numpy as np
 
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.errors import PddkitError
-from pddkit.evaluation.dataset_inference import (  # noqa: F401 (the study's statistics, re-exported)
+from pddkit.evaluation.dataset_inference import (
     CLIP,
-    MIN_PER_HALF,
-    CurvePoint,
     Decision,
     FeatureMatrix,
-    SetTest,
-    compare_sets,
-    curve_sizes,
     decide,
-    false_positive_test,
-    fit_nonnegative,
-    normalise,
     require_sizes,
-    split_reference,
-    verdict_sentence,
-    welch_greater,
 )
 from pddkit.studies import register_study
 
