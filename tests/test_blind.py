@@ -8,14 +8,21 @@ import numpy as np
 import pytest
 from cli_helpers import run_cli, write_jsonl
 from conftest import shared_path
+from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 
-from pddkit.evaluation.blind import BlindBaseline, verdict
-from pddkit.evaluation.blind_features import count_matrix, date_features, years_in
+from pddkit.evaluation.blind import BlindBaseline, _NeighbourVote, verdict
+from pddkit.evaluation.blind_features import (
+    STYLE_NAMES,
+    count_matrix,
+    date_features,
+    style_features,
+    years_in,
+)
 from pddkit.evaluation.blind_greedy import GRID, flag_score, greedy_select
 from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
 
@@ -83,10 +90,50 @@ def test_fit_then_predict():
     texts = ["the cat sat", "a dog ran", "the cat ran", "a dog sat"] * 5
     labels = [1, 0, 1, 0] * 5
     model = BlindBaseline().fit(texts, labels)
-    assert set(model.chosen_) == {"tfidf", "bow", "dates", "style"}
+    assert set(model.chosen_) == {"tfidf", "bow", "dates", "style", "neighbours"}
+    assert model.chosen_["neighbours"] in model.neighbours_p
     assert model.chosen_["tfidf"] in model.tfidf_C and model.chosen_["dates"] in model.dates_C
     p = model.predict_proba(["the cat", "a dog"])
     assert p[0] > 0.5 > p[1]
+
+
+def test_neighbour_vote_by_hand():
+    """score = sum over the k most similar training rows of sim^p * (+1 member, -1 not):
+    rows are unit vectors, so the similarities are the dot products written here."""
+    X = sparse.csr_matrix(np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]]))  # labels 1, 0, 0
+    y = np.array([1, 0, 0])
+    Xt = sparse.csr_matrix(np.array([[0.8, 0.6], [0.0, 1.0]]))
+    # similarities: row 0 -> 0.8, 0.96, 0.6; row 1 -> 0.0, 0.8, 1.0
+    vote = _NeighbourVote(None, k=2)
+    np.testing.assert_allclose(vote.fit_score(X, y, Xt, 2.0),
+                               [0.8 ** 2 - 0.96 ** 2, -(0.8 ** 2) - 1.0])
+    np.testing.assert_allclose(_NeighbourVote(None, k=3).fit_score(X, y, Xt, 4.0),
+                               [0.8 ** 4 - 0.96 ** 4 - 0.6 ** 4, -(0.8 ** 4) - 1.0])
+    rng = np.random.default_rng(0)
+    A, At = sparse.random(40, 30, 0.3, "csr", random_state=1), sparse.random(25, 30, 0.3, "csr",
+                                                                              random_state=2)
+    ya = rng.integers(0, 2, 40)
+    chunked = _NeighbourVote(None, k=5)
+    chunked.CHUNK = 4  # blocks of 4 scored rows give the same top-k as one block
+    np.testing.assert_allclose(chunked.fit_score(A, ya, At, 3.0),
+                               _NeighbourVote(None, k=5).fit_score(A, ya, At, 3.0))
+
+
+def test_style_features_by_hand():
+    text = "Title: On Widgets\nWe show that running widgets quickly (always) works."
+    f = dict(zip(STYLE_NAMES, style_features(text)))
+    assert len(STYLE_NAMES) == len(style_features(text))
+    words = text.split()  # 11 words, one sentence
+    assert f["first_line_colon"] == 1.0 and f["words_per_sentence"] == 11.0
+    assert f["first_person_share"] == pytest.approx(1 / 11)            # we
+    assert f["function_word_share"] == pytest.approx(5 / 11)           # on we show that always
+    assert f["ing_share"] == pytest.approx(1 / 11) and f["ly_share"] == pytest.approx(1 / 11)
+    assert f["capitalised_share"] == pytest.approx(4 / 11)             # Title: On Widgets We
+    assert f["paren_share"] == pytest.approx(1 / 11) and f["comma_share"] == 0.0
+    assert f["word_length_std"] == pytest.approx(np.std([len(w) for w in words]))
+    assert f["long_word_share"] == 0.0 and f["first_line_chars"] == pytest.approx(np.log1p(17))
+    assert f["type_token_ratio"] == pytest.approx(10 / 11)             # widgets twice
+    assert style_features("") == pytest.approx(style_features(""))    # defined on no text
 
 
 def test_greedy_rare_word_selection_by_hand():

@@ -268,7 +268,7 @@ def _blind_memo(config: RunConfig, model, texts, labels, groups):
              "groups": None if groups is None else [str(g) for g in groups],
              "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
              "pddkit": __version__, "sklearn": package_version("scikit-learn")}
-    return Memo(Path(config.cache).expanduser()), result_key("blind", 1, parts)
+    return Memo(Path(config.cache).expanduser()), result_key("blind", 2, parts)
 
 
 class _Records(logging.Handler):

@@ -1,14 +1,18 @@
 """Blind baseline (Das et al. 2024, "Blind baselines beat membership inference attacks for
 foundation models"): a classifier that never looks at the model.
 
-Four base models, stacked:
+Five base models, stacked:
 - `tfidf`: word 1-2-gram + character 3-5-gram TF-IDF, logistic regression (C from a grid);
 - `bow`: a bag of words after Das et al., word 1-2-gram counts with multinomial naive Bayes
   (alpha from a grid);
-- `style`: length and typography (blind_features.STYLE_NAMES), logistic regression (C grid);
+- `style`: length, typography and stylometry (blind_features.STYLE_NAMES), logistic
+  regression (C grid);
 - `dates`: Das et al.'s date detection, the years and dates a text mentions
-  (evaluation/blind_features.py), logistic regression (C from a grid).
-Opt-in fifth base model `greedy` (`greedy=blind_greedy.GRID`, (min_df, k) pairs from a grid):
+  (evaluation/blind_features.py), logistic regression (C from a grid);
+- `neighbours`: a similarity-weighted nearest-neighbour vote on word TF-IDF (`_NeighbourVote`,
+  the power p from a grid), for texts that cluster in time (one author's series, one
+  event's reports).
+Opt-in sixth base model `greedy` (`greedy=blind_greedy.GRID`, (min_df, k) pairs from a grid):
 Das et al.'s greedy rare word selection (evaluation/blind_greedy.py). Off by default: on the
 shared data it lowered WikiMIA-32/64/128/256 by 0.000-0.008 and ArxivMIA by 0.002 (all within
 the CIs; benchmarks/blind_baseline.py), its signal being already in `tfidf` and `bow`.
@@ -147,6 +151,45 @@ class _DatesLR:
         return _liblinear_scores(X, y, Xt, C)
 
 
+class _NeighbourVote:
+    """Similarity-weighted k-nearest-neighbour vote (Dudani 1976) on word 1-2-gram TF-IDF
+    (fitted on the training rows): score_i = sum over the `k` training texts j most
+    cosine-similar to text i of s_ij^p * (+1 member, -1 non-member). Texts written at one
+    time cluster (follow-up papers, one event's reports, one author's series); a large
+    power `p` lets the few close neighbours decide, which a linear model spreads thin."""
+
+    name, param = "neighbours", "p"
+    CHUNK = 512  # scored rows per similarity block: memory [CHUNK, n_train]
+
+    def __init__(self, feats: _Features, k: int) -> None:
+        self.f = feats
+        self.k = k
+        self._cache: tuple = (None, None, None)
+
+    def prepare(self, train: np.ndarray):
+        a = FoldTfidf(self.f.max_features).fit(self.f.word12[train])
+        return lambda rows: a.transform(self.f.word12[rows])
+
+    def _nearest(self, X, Xt) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, similarities) [n_test, k] of each test row's k most similar training
+        rows, computed once per (X, Xt) for all values of p."""
+        if self._cache[0] is X and self._cache[1] is Xt:
+            return self._cache[2]
+        k = min(self.k, X.shape[0])
+        idx, sim = np.zeros((Xt.shape[0], k), dtype=np.int64), np.zeros((Xt.shape[0], k))
+        for lo in range(0, Xt.shape[0], self.CHUNK):
+            S = (Xt[lo:lo + self.CHUNK] @ X.T).toarray()                  # [chunk, n_train]
+            top = np.argpartition(-S, k - 1, axis=1)[:, :k]               # [chunk, k]
+            idx[lo:lo + len(S)], sim[lo:lo + len(S)] = top, np.take_along_axis(S, top, 1)
+        self._cache = (X, Xt, (idx, sim))
+        return idx, sim
+
+    def fit_score(self, X, y, Xt, p: float) -> np.ndarray:
+        idx, sim = self._nearest(X, Xt)
+        sign = 2.0 * np.asarray(y) - 1.0
+        return (np.clip(sim, 0.0, None) ** p * sign[idx]).sum(axis=1)
+
+
 class _StyleLR:
     name, param = "style", "C"
 
@@ -186,7 +229,8 @@ class BlindBaseline:
     """`fit(texts, labels, groups) -> self`; `predict_proba(texts)`; `cross_val_scores(...)`.
 
     Grids are tuples of candidate values chosen per training part by `inner_splits`
-    inner folds (an empty `greedy` grid leaves that base model out); `meta_C` is the meta
+    inner folds (an empty `greedy` or `neighbours_p` grid leaves that base model out);
+    `neighbours_k` is the number of neighbours that vote; `meta_C` is the meta
     logistic regression's inverse regularisation.
     """
 
@@ -195,6 +239,7 @@ class BlindBaseline:
                  bow_alpha: tuple[float, ...] = (0.1, 1.0),
                  dates_C: tuple[float, ...] = (0.1, 1.0),
                  style_C: tuple[float, ...] = (0.1, 1.0),
+                 neighbours_p: tuple[float, ...] = (2.0, 4.0, 8.0), neighbours_k: int = 50,
                  greedy: tuple[tuple[int, int], ...] = (),
                  meta_C: float = 1.0, max_features: int = 50000, seed: int = 0) -> None:
         self.n_splits = n_splits
@@ -203,6 +248,8 @@ class BlindBaseline:
         self.bow_alpha = bow_alpha
         self.dates_C = dates_C
         self.style_C = style_C
+        self.neighbours_p = neighbours_p
+        self.neighbours_k = neighbours_k
         self.greedy = greedy
         self.meta_C = meta_C
         self.max_features = max_features
@@ -212,6 +259,8 @@ class BlindBaseline:
     def _models(self, feats: _Features):
         models = [(_TfidfLR(feats), self.tfidf_C), (_BowNB(feats), self.bow_alpha),
                   (_DatesLR(feats), self.dates_C), (_StyleLR(feats), self.style_C)]
+        if self.neighbours_p:
+            models.append((_NeighbourVote(feats, self.neighbours_k), self.neighbours_p))
         if self.greedy:
             models.append((GreedyWords(feats.word13, self.greedy), self.greedy))
         return models

@@ -74,21 +74,43 @@ def date_features(text: str) -> dict[str, float]:
 
 STYLE_NAMES = ("log_chars", "log_words", "mean_word_length", "first_line_words", "lines_per_word",
                "sentences_per_word", "upper_share", "digit_share", "punct_share", "dollar_share",
-               "non_ascii_share")
+               "non_ascii_share",
+               # stylometry: how sentences and words are built
+               "first_line_chars", "first_line_colon", "words_per_sentence", "word_length_std",
+               "long_word_share", "function_word_share", "type_token_ratio",
+               "first_person_share", "capitalised_share", "ing_share", "ly_share",
+               "comma_share", "paren_share", "hyphen_share")
+FIRST_PERSON = frozenset(("i", "me", "my", "we", "us", "our", "ours"))
+LONG_WORD = 10  # characters
 
 
 def style_features(text: str) -> list[float]:
-    """Length and typography of one text (`STYLE_NAMES`): a shift in how texts are written
-    or cut (longer, more mathematics, other line breaks) shows here."""
+    """Length, typography and stylometry of one text (`STYLE_NAMES`): a shift in how texts
+    are written or cut (longer, more mathematics, other line breaks, longer words, fewer
+    function words, titles with a colon) shows here. Shares are per word or per character;
+    function words are scikit-learn's English stop words."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
     words = text.split()
     n_chars, n_words = max(len(text), 1), max(len(words), 1)
     lines = text.split("\n")
+    sentences = max(len(re.findall(r"[.!?](?:\s|$)", text)), 1)
+    lengths = np.array([len(w) for w in words]) if words else np.zeros(1)
+    bare = [w.strip(".,;:!?()[]{}\"'").lower() for w in words]
     return [math.log1p(len(text)), math.log1p(len(words)),
             sum(len(w) for w in words) / n_words, float(len(lines[0].split())),
             len(lines) / n_words, len(re.findall(r"[.!?](?:\s|$)", text)) / n_words,
             sum(c.isupper() for c in text) / n_chars, sum(c.isdigit() for c in text) / n_chars,
             sum(not c.isalnum() and not c.isspace() for c in text) / n_chars,
-            text.count("$") / n_chars, sum(ord(c) > 127 for c in text) / n_chars]
+            text.count("$") / n_chars, sum(ord(c) > 127 for c in text) / n_chars,
+            math.log1p(len(lines[0])), float(":" in lines[0]), n_words / sentences,
+            float(lengths.std()), float((lengths >= LONG_WORD).mean()),
+            sum(w in ENGLISH_STOP_WORDS for w in bare) / n_words, len(set(bare)) / n_words,
+            sum(w in FIRST_PERSON for w in bare) / n_words,
+            sum(w[:1].isupper() for w in words) / n_words,
+            sum(w.endswith("ing") for w in bare) / n_words,
+            sum(w.endswith("ly") for w in bare) / n_words,
+            text.count(",") / n_words, text.count("(") / n_words, text.count("-") / n_words]
 
 
 def date_matrix(texts: Sequence[str]) -> tuple[sparse.csr_matrix, list[str]]:
