@@ -1,5 +1,5 @@
-"""Command line: one module per command; only options.py spells flags. The commands
-wire data, engine, evaluation and reporting together and do nothing else."""
+"""Command line: one module per command; only options.py and study_options.py spell flags.
+The commands wire data, engine, evaluation and reporting together and do nothing else."""
 
 from pddkit.cli import (  # noqa: F401  (register)
     audit,

@@ -7,12 +7,12 @@ import dataclasses
 
 import click
 
-from pddkit.cli import options
+from pddkit.cli import options, study_options
 from pddkit.cli.app import cli
 
 
 @cli.command(short_help="Which books was a model trained on? Per-book contamination rates.")
-@options.apply(options.AUDIT_OPTIONS)
+@options.apply(study_options.AUDIT_OPTIONS)
 def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, words, threshold,
           seed, output, overwrite, ref_model, freq, cache, batch_size, max_length, revision,
           on_invalid, device, dtype, trust_remote_code, local_files_only) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from pddkit.cli import options
+from pddkit.cli import options, study_options
 from pddkit.cli.app import cli
 
 
 @cli.command(short_help="Unlearning audit: which chunks an unlearned model did not forget.")
-@options.apply(options.COMPARE_OPTIONS)
+@options.apply(study_options.COMPARE_OPTIONS)
 def compare(model, model_b, chunks, books, words, method, band, continuations, prompt_words,
             seed, output, overwrite, cache, batch_size, max_length, device, dtype,
             trust_remote_code, local_files_only) -> None:

@@ -7,12 +7,12 @@ import dataclasses
 
 import click
 
-from pddkit.cli import options
+from pddkit.cli import options, study_options
 from pddkit.cli.app import cli
 
 
 @cli.command(short_help="Was this set of texts trained on? A p-value (dataset inference).")
-@options.apply(options.INFER_OPTIONS)
+@options.apply(study_options.INFER_OPTIONS)
 def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, neighbors_file,
           n_neighbors, alpha, false_positive_check,
           seed, output, overwrite, cache, batch_size, max_length, revision, device, dtype,

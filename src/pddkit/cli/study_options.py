@@ -1,0 +1,115 @@
+"""The case studies' command-line flags (`pddkit infer`, `audit`, `compare`), beside
+cli/options.py, which spells all the others and keeps the parameter -> flag table (FLAGS)
+that these lists join."""
+
+from __future__ import annotations
+
+import click
+
+from pddkit.cli.options import FLAGS, MODEL_OPTIONS, _flag_table, batch_size
+
+# the case studies' shared options: where results go, and how the engine scores
+STUDY_OUTPUT_OPTIONS = [
+    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--output", required=True, type=click.Path(), help="Folder for the results."),
+    click.option("--overwrite", is_flag=True,
+        help="Replace the pddkit results already in --output (else such a folder is refused)."),
+]
+STUDY_ENGINE_OPTIONS = [
+    click.option("--cache", type=click.Path(), default=None, envvar="PDDKIT_CACHE",
+        help="Statistics cache folder: a rerun recomputes only what it lacks [env PDDKIT_CACHE]."),
+    click.option("--batch-size", default="8", show_default=True, callback=lambda c, p, v: batch_size(v),
+        help="Texts per batch, or auto: the largest the device holds, found once."),
+    click.option("--max-length", default=None, type=int,
+        help="Cut texts to this many tokens, start token included (default: context)."),
+]
+
+
+INFER_OPTIONS = [
+    click.option("--model", required=True, help="Target model: local directory or hub id."),
+    click.option("--suspect", required=True, type=click.Path(),
+        help="Texts suspected of being training data: any table file (JSONL, CSV, Parquet, ...)."),
+    click.option("--reference", required=True, type=click.Path(),
+        help="Texts of the same source known to be unseen (post-cutoff or paraphrased)."),
+    click.option("--text-field", default=None, help="Column of the texts [default: text, else input]."),
+    click.option("--ref-model", default=None, help="Reference model: adds the `ref` feature."),
+    click.option("--freq", type=click.Path(), default=None,
+        help="Frequency table (from `pddkit freq build`): adds the `dcpdd` feature."),
+    click.option("--mask-model", default=None,
+        help="Masked LM (local directory or hub id, e.g. roberta-base): adds the perturbation "
+        "feature `neighbor`."),
+    click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
+        help="...or the neighbors.jsonl an earlier infer with --mask-model wrote (same texts)."),
+    click.option("--n-neighbors", default=25, show_default=True, type=int,
+        help="Neighbours per text for the perturbation feature."),
+    click.option("--alpha", type=float, default=0.05, show_default=True,
+        help="Significance level: 'used in training' needs a p-value below it."),
+    click.option("--false-positive-check/--no-false-positive-check", default=True, show_default=True,
+        help="Also test two halves of --reference against each other (should find nothing)."),
+    *STUDY_OUTPUT_OPTIONS,
+    *STUDY_ENGINE_OPTIONS,
+    *MODEL_OPTIONS,
+    click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+]
+FLAGS.update(_flag_table(INFER_OPTIONS), **{"false_positive_check=False": "--no-false-positive-check"})
+
+
+AUDIT_OPTIONS = [
+    click.option("--model", required=True, help="Target model: local directory or hub id."),
+    click.option("--method", default="mink", show_default=True,
+        help="One method, name[:k=v,...] (see `pddkit list`); higher score = member."),
+    click.option("--books", required=True, type=click.Path(),
+        help="Books to audit: a folder of .txt files (searched recursively), one .txt, or a "
+        "JSONL with book and text."),
+    click.option("--val-data", type=click.Path(), default=None,
+        help="Labelled validation texts (1 member, 0 never seen) that choose the threshold."),
+    click.option("--val-benchmark", default=None,
+        help="...or a labelled benchmark as validation, e.g. bookmia (see `pddkit list`)."),
+    click.option("--data-dir", type=click.Path(), default=None,
+        help="Local folder with the benchmark's files (else the hub)."),
+    click.option("--snippets", default=100, show_default=True, type=int,
+        help="Random non-overlapping snippets per book (fewer when a book is short)."),
+    click.option("--words", default=512, show_default=True, type=int, help="Words per snippet."),
+    click.option("--threshold", default="accuracy", show_default=True,
+        help="accuracy (the threshold maximising validation accuracy) or fpr=X (the "
+        "validation false-positive rate at most X)."),
+    *STUDY_OUTPUT_OPTIONS,
+    click.option("--ref-model", default=None, help="Reference model, for --method ref."),
+    click.option("--freq", type=click.Path(), default=None,
+        help="Frequency table (from `pddkit freq build`), for --method dcpdd."),
+    *STUDY_ENGINE_OPTIONS,
+    *MODEL_OPTIONS,
+    click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+    click.option("--on-invalid", default="error", show_default=True,
+        type=click.Choice(["error", "skip"]),
+        help="A bad validation line (or one that is also a book snippet) stops the audit, or "
+        "is left out and counted."),
+]
+FLAGS.update(_flag_table(AUDIT_OPTIONS))  # AUDIT_OPTIONS' parameters too (checked against the rest)
+
+
+COMPARE_OPTIONS = [
+    click.option("--model", required=True, help="Original model: local directory or hub id."),
+    click.option("--model-b", required=True,
+        help="Unlearned model (the original after unlearning): local directory or hub id."),
+    click.option("--data", "chunks", type=click.Path(), default=None,
+        help="Chunks to check, used as they are: any table file (JSONL, CSV, Parquet, ...)."),
+    click.option("--books", type=click.Path(), default=None,
+        help="...or books cut into consecutive --words chunks: a folder of .txt files "
+        "(searched recursively), one .txt, or a JSONL with book and text."),
+    click.option("--words", default=512, show_default=True, type=int, help="Words per chunk (--books)."),
+    click.option("--method", default="mink", show_default=True,
+        help="mink, loss or surp, name[:k=v,...]: a mean log-probability, so ratios compare."),
+    click.option("--band", default=1.15, show_default=True, type=float,
+        help="A chunk whose score ratio unlearned/original lies inside (1/band, band) is "
+        "flagged 'not removed'."),
+    click.option("--continue", "continuations", default=0, show_default=True, type=int,
+        help="Sample N continuations of each flagged chunk from the unlearned model (local "
+        "directory) and compare them with the true text (ROUGE-L recall)."),
+    click.option("--prompt-words", default=200, show_default=True, type=int,
+        help="Words of each flagged chunk given as the prompt for --continue."),
+    *STUDY_OUTPUT_OPTIONS,
+    *STUDY_ENGINE_OPTIONS,
+    *MODEL_OPTIONS,
+]
+FLAGS.update(_flag_table(COMPARE_OPTIONS))  # COMPARE_OPTIONS' parameters too (checked against the rest)
