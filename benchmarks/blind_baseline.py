@@ -1,7 +1,8 @@
 """The blind baseline on the shared data: the stacked baseline (evaluation/blind.py) against
 the old word + character TF-IDF logistic regression alone, and the stack with the opt-in
-fifth base model (greedy rare word selection, evaluation/blind_greedy.py), AUC with 95%
-bootstrap CI and seconds per data set.
+sixth base model (greedy rare word selection, evaluation/blind_greedy.py), AUC with 95%
+bootstrap CI and seconds per data set, and the stacked baseline's gain over the old one with
+a paired stratified bootstrap CI (both scored on the same resampled texts).
 
     .venv/bin/python benchmarks/blind_baseline.py [--shared ../shared] [--bootstrap 1000]
 """
@@ -38,6 +39,21 @@ def old_scores(texts, y, seed=0):
     return scores
 
 
+def paired_gain(new, old, y, n_bootstrap, seed=0):
+    """AUC(new) - AUC(old) and its 95% CI: members and non-members resampled separately
+    (SPEC section 4's stratified bootstrap), both score vectors on each resample."""
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(seed)
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+    diffs = []
+    for _ in range(n_bootstrap):
+        i = np.concatenate([rng.choice(pos, len(pos)), rng.choice(neg, len(neg))])
+        diffs.append(roc_auc_score(y[i], new[i]) - roc_auc_score(y[i], old[i]))
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return f"{roc_auc_score(y, new) - roc_auc_score(y, old):+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def fmt(scores, y, n_bootstrap):
     m = compute_metrics(scores, y, n_bootstrap=n_bootstrap)
     return f"{m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}] TPR@1% {m.tpr[0.01]:.3f}"
@@ -68,7 +84,8 @@ def main() -> None:
         t_greedy = time.perf_counter() - t0
         print(f"{name:12s} {len(y):5d}  {fmt(old, y, args.bootstrap):38s} {t_old:5.1f}  "
               f"{fmt(new, y, args.bootstrap):38s} {t_new:5.1f}  "
-              f"{fmt(greedy, y, args.bootstrap):38s} {t_greedy:5.1f}", flush=True)
+              f"{fmt(greedy, y, args.bootstrap):38s} {t_greedy:5.1f}  "
+              f"gain {paired_gain(new, old, y, args.bootstrap)}", flush=True)
         for field in sorted({r["field"] for r in rows if "field" in r}):
             sel = np.array([r.get("field") == field for r in rows])
             print(f"  {field:10s} {sel.sum():5d}  {fmt(old[sel], y[sel], args.bootstrap):38s} {'':5s}  "
