@@ -120,20 +120,34 @@ def test_neighbour_vote_by_hand():
 
 
 def test_style_features_by_hand():
-    text = "Title: On Widgets\nWe show that running widgets quickly (always) works."
+    text = ("Title: On Widgets\nWe show that running widgets quickly (always) works, "
+            "well-defined and straightforward.")
     f = dict(zip(STYLE_NAMES, style_features(text)))
     assert len(STYLE_NAMES) == len(style_features(text))
-    words = text.split()  # 11 words, one sentence
-    assert f["first_line_colon"] == 1.0 and f["words_per_sentence"] == 11.0
-    assert f["first_person_share"] == pytest.approx(1 / 11)            # we
-    assert f["function_word_share"] == pytest.approx(5 / 11)           # on we show that always
-    assert f["ing_share"] == pytest.approx(1 / 11) and f["ly_share"] == pytest.approx(1 / 11)
-    assert f["capitalised_share"] == pytest.approx(4 / 11)             # Title: On Widgets We
-    assert f["paren_share"] == pytest.approx(1 / 11) and f["comma_share"] == 0.0
+    words = text.split()  # 14 words, one sentence
+    assert f["first_line_colon"] == 1.0 and f["words_per_sentence"] == 14.0
+    assert f["first_line_chars"] == pytest.approx(np.log1p(17))          # "Title: On Widgets"
+    assert f["first_person_share"] == pytest.approx(1 / 14)            # we
+    assert f["function_word_share"] == pytest.approx(6 / 14)           # on we show that always and
+    assert f["ing_share"] == pytest.approx(1 / 14)                      # running
+    assert f["ly_share"] == pytest.approx(1 / 14)                       # quickly
+    assert f["capitalised_share"] == pytest.approx(4 / 14)             # Title: On Widgets We
+    assert f["paren_share"] == pytest.approx(1 / 14) and f["comma_share"] == pytest.approx(1 / 14)
+    assert f["hyphen_share"] == pytest.approx(1 / 14)                   # well-defined
+    assert f["long_word_share"] == pytest.approx(2 / 14)               # well-defined straightforward.
     assert f["word_length_std"] == pytest.approx(np.std([len(w) for w in words]))
-    assert f["long_word_share"] == 0.0 and f["first_line_chars"] == pytest.approx(np.log1p(17))
-    assert f["type_token_ratio"] == pytest.approx(10 / 11)             # widgets twice
-    assert style_features("") == pytest.approx(style_features(""))    # defined on no text
+    assert f["type_token_ratio"] == pytest.approx(13 / 14)             # widgets twice
+    for odd in ("", " ", "\n\n", "...", "( ) ,", "Zürich 東京"):          # no text, no words
+        assert np.isfinite(style_features(odd)).all(), odd
+    assert dict(zip(STYLE_NAMES, style_features("( ) ,")))["type_token_ratio"] == 0.0
+
+
+def test_neighbour_vote_refuses_meaningless_settings():
+    X = sparse.csr_matrix(np.eye(2))
+    with pytest.raises(ValueError, match="positive"):
+        _NeighbourVote(None, k=1).fit_score(X, np.array([0, 1]), X, 0.0)
+    with pytest.raises(ValueError, match="at least 1"):
+        _NeighbourVote(None, k=0)
 
 
 def test_greedy_rare_word_selection_by_hand():

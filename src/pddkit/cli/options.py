@@ -1,9 +1,9 @@
 """Every command-line flag pddkit has, spelled here (the case studies' flags in
-cli/study_options.py) and nowhere else: the commands
-(cli/*.py) apply these lists and turn flags into the parameters lower layers know by
-their Python names. Also the parsing of flag values that name the flag in their errors,
-and the way back: FLAGS (parameter -> flag) and for_cli, which shows lower layers'
-messages, which name parameters (`batch_size`), with the flags (--batch-size)."""
+cli/study_options.py) and nowhere else: the commands (cli/*.py) apply these lists and
+turn flags into the parameters lower layers know by their Python names. Also the parsing
+of flag values that name the flag in their errors, and the way back: FLAGS (parameter ->
+flag) and for_cli, which shows lower layers' messages, which name parameters
+(`batch_size`), with the flags (--batch-size)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,9 @@ Opt-in sixth base model `greedy` (`greedy=blind_greedy.GRID`, (min_df, k) pairs 
 Das et al.'s greedy rare word selection (evaluation/blind_greedy.py). Off by default: on the
 shared data it lowered WikiMIA-32/64/128/256 by 0.000-0.008 and ArxivMIA by 0.002 (all within
 the CIs; benchmarks/blind_baseline.py), its signal being already in `tfidf` and `bow`.
-A meta logistic regression combines the base models' log-odds. Scores are out-of-fold
+A meta logistic regression combines the base models' scores, each standardised (their
+scales differ by orders of magnitude, and an unscaled regularised fit would all but ignore
+the small ones). Scores are out-of-fold
 member probabilities: outer stratified k-fold (grouped by document when groups are given);
 inside each outer training part, inner folds (grouped too) give every base model's
 out-of-fold scores for each hyperparameter value; the value with the best inner AUC is
@@ -162,6 +164,8 @@ class _NeighbourVote:
     CHUNK = 512  # scored rows per similarity block: memory [CHUNK, n_train]
 
     def __init__(self, feats: _Features, k: int) -> None:
+        if k < 1:
+            raise ValueError(f"the neighbour vote needs at least 1 neighbour, not {k}")
         self.f = feats
         self.k = k
         self._cache: tuple = (None, None, None)
@@ -185,6 +189,8 @@ class _NeighbourVote:
         return idx, sim
 
     def fit_score(self, X, y, Xt, p: float) -> np.ndarray:
+        if not p > 0:
+            raise ValueError(f"the neighbour vote's power p must be positive, not {p}")
         idx, sim = self._nearest(X, Xt)
         sign = 2.0 * np.asarray(y) - 1.0
         return (np.clip(sim, 0.0, None) ** p * sign[idx]).sum(axis=1)
@@ -274,6 +280,8 @@ class BlindBaseline:
         `train` only; returns (chosen values, meta model, base models fitted on `train`)."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.metrics import roc_auc_score
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
 
         yt = y[train]
         inner = _folds(yt, None if groups is None else groups[train], self.inner_splits,
@@ -295,7 +303,8 @@ class BlindBaseline:
                 j = int(np.argmax(aucs))
                 chosen[m.name] = grid[j]
                 Z.append(oof[m.name][j])
-            meta = LogisticRegression(C=self.meta_C, max_iter=2000).fit(np.stack(Z, 1), yt)
+            meta = make_pipeline(StandardScaler(), LogisticRegression(C=self.meta_C, max_iter=2000)
+                                 ).fit(np.stack(Z, 1), yt)
         else:  # too few texts for inner folds: first grid values, equal weights
             chosen = {m.name: grid[0] for m, grid in models}
         fitted = []

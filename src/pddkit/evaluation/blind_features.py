@@ -97,6 +97,7 @@ def style_features(text: str) -> list[float]:
     sentences = max(len(re.findall(r"[.!?](?:\s|$)", text)), 1)
     lengths = np.array([len(w) for w in words]) if words else np.zeros(1)
     bare = [w.strip(".,;:!?()[]{}\"'").lower() for w in words]
+    bare = [w for w in bare if w]  # a token of punctuation alone is no word type
     return [math.log1p(len(text)), math.log1p(len(words)),
             sum(len(w) for w in words) / n_words, float(len(lines[0].split())),
             len(lines) / n_words, len(re.findall(r"[.!?](?:\s|$)", text)) / n_words,

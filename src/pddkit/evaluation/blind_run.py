@@ -51,6 +51,9 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
               "blind": {"n_splits": model.n_splits, "inner_splits": model.inner_splits,
                         "tfidf_C": list(model.tfidf_C), "bow_alpha": list(model.bow_alpha),
                         "dates_C": list(model.dates_C), "style_C": list(model.style_C),
+                        "neighbours_p": list(model.neighbours_p),
+                        "neighbours_k": model.neighbours_k,
+                        "greedy": [list(v) for v in model.greedy],
                         "meta_C": model.meta_C, "max_features": model.max_features}}
     return RunResult(ids=tuple(s.id for s in dataset.samples), labels=tuple(int(v) for v in labels),
                      methods=(MethodResult("blind", "blind", params, scores, metrics, per),),
