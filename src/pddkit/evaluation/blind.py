@@ -305,7 +305,7 @@ class BlindBaseline:
                 Z.append(oof[m.name][j])
             meta = make_pipeline(StandardScaler(), LogisticRegression(C=self.meta_C, max_iter=2000)
                                  ).fit(np.stack(Z, 1), yt)
-        else:  # too few texts for inner folds: first grid values, equal weights
+        else:  # too few texts for inner folds: first grid values, mean of the raw scores
             chosen = {m.name: grid[0] for m, grid in models}
         fitted = []
         for m, _ in models:

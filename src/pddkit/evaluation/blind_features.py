@@ -94,17 +94,17 @@ def style_features(text: str) -> list[float]:
     words = text.split()
     n_chars, n_words = max(len(text), 1), max(len(words), 1)
     lines = text.split("\n")
-    sentences = max(len(re.findall(r"[.!?](?:\s|$)", text)), 1)
+    n_sentences = len(re.findall(r"[.!?](?:\s|$)", text))
     lengths = np.array([len(w) for w in words]) if words else np.zeros(1)
     bare = [w.strip(".,;:!?()[]{}\"'").lower() for w in words]
     bare = [w for w in bare if w]  # a token of punctuation alone is no word type
     return [math.log1p(len(text)), math.log1p(len(words)),
             sum(len(w) for w in words) / n_words, float(len(lines[0].split())),
-            len(lines) / n_words, len(re.findall(r"[.!?](?:\s|$)", text)) / n_words,
+            len(lines) / n_words, n_sentences / n_words,
             sum(c.isupper() for c in text) / n_chars, sum(c.isdigit() for c in text) / n_chars,
             sum(not c.isalnum() and not c.isspace() for c in text) / n_chars,
             text.count("$") / n_chars, sum(ord(c) > 127 for c in text) / n_chars,
-            math.log1p(len(lines[0])), float(":" in lines[0]), n_words / sentences,
+            math.log1p(len(lines[0])), float(":" in lines[0]), n_words / max(n_sentences, 1),
             float(lengths.std()), float((lengths >= LONG_WORD).mean()),
             sum(w in ENGLISH_STOP_WORDS for w in bare) / n_words, len(set(bare)) / n_words,
             sum(w in FIRST_PERSON for w in bare) / n_words,
