@@ -250,18 +250,89 @@ def test_chinese_words_through_jieba(tmp_path):
     rows = [{"id": f"p{i}", "text": t, "date": "2022-06-01" if i % 2 else "2024-05-01"}
             for i, t in enumerate(CHINESE)]
     docs = write_jsonl(tmp_path / "patents.jsonl", rows)
-    first = make("patentmia", inputs=docs, words=12, snippet="first")
+    one_date = {"member_date_field": "date", "nonmember_date_field": "date"}
+    first = make("patentmia", inputs=docs, words=12, snippet="first", **one_date)
     assert first.language == "zh" and len(first.rows) == 4
     for r in first.rows:
         source = CHINESE[int(r["group"][1:])]
-        assert r["text"] == "".join(jieba.lcut(source)[:12])  # re-joined without spaces
-        assert " " not in r["text"]
-    rand = make("patentmia", inputs=docs, words=12)
+        assert r["text"] == "".join(jieba.lcut(source)[:12])
+    rand = make("patentmia", inputs=docs, words=12, **one_date)
     for r in rand.rows:
         source = CHINESE[int(r["group"][1:])]
         toks = jieba.lcut(source)
         assert any("".join(toks[i:i + 12]) == r["text"] for i in range(len(toks) - 11))
 
+
+
+SPACED = ("本发明 涉及一种 GPU 加速的图像处理方法。\n\n第二段  说明了 the device 的结构，"
+          "包括壳体 和 散热片，结构简单。\r\n第三段 内容 结束。")
+
+
+def test_chinese_snippets_are_jieba_tokens_joined_as_dc_pdd_cuts_them(tmp_path):
+    """DC-PDD's code cuts a Chinese text to N words as "".join(jieba.lcut(text)[:N]):
+    whitespace tokens count as words and stay in the text; nothing is inserted or removed."""
+    import jieba
+
+    toks = jieba.lcut(SPACED)
+    assert words(SPACED, "zh") == toks and "".join(words(SPACED, "zh")) == SPACED
+    docs = write_jsonl(tmp_path / "p.jsonl", [
+        {"id": "m", "text": SPACED, "publication_date": "2022-01-05"},
+        {"id": "n", "text": SPACED.replace("本发明", "本实用新型"), "priority_date": "2024-05-01"}])
+    for n in (6, 20):
+        built = make("patentmia", inputs=docs, words=n, snippet="first")
+        (member,) = [r["text"] for r in built.rows if r["label"] == 1]
+        assert member == "".join(toks[:n])  # DC-PDD's com_det_sco.py, lang cn
+        assert member.count(" ") >= 1  # the source's spaces kept
+    rand = make("patentmia", inputs=docs, words=9, seed=4)
+    (member,) = [r["text"] for r in rand.rows if r["label"] == 1]
+    assert member in {"".join(toks[i:i + 9]) for i in range(len(toks) - 8)}
+
+
+def test_patentmia_members_by_publication_date_nonmembers_by_priority_date(tmp_path, capsys):
+    """The paper's PatentMIA: members published before 2023-01-01, non-members with a
+    priority date after 2024-03-01 (a patent published after the cutoff but filed before it
+    is neither)."""
+    dates = {"a": ("2022-06-01", "2021-01-01"), "b": ("2024-06-01", "2024-04-01"),
+             "c": ("2024-05-01", "2023-06-01"), "d": (20221201, 20200301),
+             "e": (None, "20240501"), "f": ("2023-04-01", "2022-11-01")}
+    rows = []
+    for i, (doc, (published, priority)) in enumerate(dates.items()):
+        row = {"id": doc, "text": CHINESE[i % 4], "priority_date": priority}
+        if published is not None:
+            row["publication_date"] = published
+        rows.append(row)
+    docs = write_jsonl(tmp_path / "patents.jsonl", rows)
+    built = make("patentmia", inputs=docs, words=8, snippet="first")
+    sides = {label: sorted(r["group"] for r in built.rows if r["label"] == label)
+             for label in (1, 0)}
+    assert sides == {1: ["a", "d"], 0: ["b", "e"]}
+    assert built.counts["between_cutoffs"] == 2  # c and f
+    assert built.counts["without_date_field"] == {"publication_date": 1, "priority_date": 0}
+    assert any("1 of 6 documents have no publication_date" in note for note in built.notes)
+    # with the fields swapped, f (filed 2022-11, published 2023-04) is on both sides of a
+    # 2023-01-01 cutoff: one sentence naming it
+    swapped = {"member_date_field": "priority_date", "nonmember_date_field": "publication_date"}
+    with pytest.raises(PddkitError, match=r"patents.jsonl line 6 would be both a member "
+                                          r"\(priority_date 2022-11-01, before 2023-01-01\) and a "
+                                          r"non-member \(publication_date 2023-04-01, after"):
+        make("patentmia", inputs=docs, words=8, nonmember_after="2023-01-01", **swapped)
+    with pytest.raises(PddkitError, match=r"line 5 has no 'publication_date' nor 'priority_date'"):
+        make("patentmia", inputs=write_jsonl(tmp_path / "x.jsonl", [*rows[:4], {"text": "x"}]))
+    with pytest.raises(PddkitError, match=r"no document is dated after 2025-01-01 by its "
+                                          r"priority_date, so the cutoff leaves no non-members "
+                                          r"\(priority_date runs from 2020-03-01 to 2024-05-01\)"):
+        make("patentmia", inputs=docs, nonmember_after="2025-01-01")
+    # the flags, and the manifest records the fields
+    code, _, err = run_cli(capsys, "build", "patentmia", "--input", docs, "--words", "8",
+                           "--member-date-field", "priority_date", "--nonmember-date-field",
+                           "priority_date", "--output", tmp_path / "out")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["parameters"]["member_date_field"] == "priority_date"
+    assert manifest["counts"]["members"] == 3 and manifest["counts"]["nonmembers"] == 2  # a d f; b e
+    code, _, err = run_cli(capsys, "build", "patentmia", "--input", docs, "--member-date-field",
+                           "", "--output", tmp_path / "bad")
+    assert code == 1 and "--member-date-field must name a field" in err, err
 
 # Project Gutenberg mentions that strip_gutenberg keeps because they are not at the start of
 # the text (it drops only the header and the credit / note blocks right after it): a PG

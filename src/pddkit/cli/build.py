@@ -12,16 +12,18 @@ from pddkit.cli.app import cli
 
 @cli.command(short_help="Build a benchmark: labelled JSONL and a manifest.")
 @options.apply(options.BUILD_OPTIONS)
-def build(builder, members, nonmembers, inputs, words, member_before, nonmember_after, snippet,
-          language, seed, output, overwrite) -> None:
+def build(builder, members, nonmembers, inputs, words, member_before, nonmember_after,
+          member_date_field, nonmember_date_field, snippet, language, seed, output,
+          overwrite) -> None:
     """Build benchmark BUILDER (see `pddkit list`) into OUTPUT/data.jsonl, with a
     manifest.json of its sources (sha256), parameters, seed and counts."""
     from pddkit.data.builders import build as run_builder
 
     given = {"members": members or None, "nonmembers": nonmembers or None,
              "inputs": inputs or None, "words": words, "member_before": member_before,
-             "nonmember_after": nonmember_after, "snippet": snippet, "language": language,
-             "seed": seed}
+             "nonmember_after": nonmember_after, "member_date_field": member_date_field,
+             "nonmember_date_field": nonmember_date_field, "snippet": snippet,
+             "language": language, "seed": seed}
     out = run_builder(builder, output, overwrite=overwrite,
                       **{k: v for k, v in given.items() if v is not None})
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))

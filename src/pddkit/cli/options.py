@@ -320,7 +320,8 @@ BUILD_OPTIONS = [
     click.option("--nonmembers", multiple=True, type=click.Path(),
         help="dolma-book: folder of non-member books (.txt), or book files; repeatable."),
     click.option("--input", "inputs", multiple=True, type=click.Path(),
-        help="cutoff, patentmia: JSONL of documents with text and date (ISO); repeatable."),
+        help="cutoff, patentmia: JSONL of documents with text and dates (2023-01-05 or "
+        "20230105); repeatable."),
     click.option("--words", default=None,
         help="Lengths in words, comma-separated [dolma-book: 512,1024; cutoff: 32,64,128,256; "
         "patentmia: 512]."),
@@ -328,6 +329,12 @@ BUILD_OPTIONS = [
         help="cutoff: members are dated before this ISO date [patentmia: 2023-01-01]."),
     click.option("--nonmember-after", default=None,
         help="cutoff: non-members are dated after this ISO date [patentmia: 2024-03-01]."),
+    click.option("--member-date-field", default=None,
+        help="cutoff: the documents' date field compared with --member-before "
+        "[default: date; patentmia: publication_date]."),
+    click.option("--nonmember-date-field", default=None,
+        help="cutoff: the documents' date field compared with --nonmember-after "
+        "[default: date; patentmia: priority_date]."),
     click.option("--snippet", default=None, type=click.Choice(["random", "first"]),
         help="cutoff: a seeded random N-word snippet per document, or its first N words "
         "(WikiMIA) [default: random]."),

@@ -1,9 +1,15 @@
 """cutoff: members and non-members split by a date (the WikiMIA recipe, Shi et al. 2024;
 PatentMIA, Zhang et al. 2024 / DC-PDD).
 
-From dated documents (JSONL lines with `text` and `date`, ISO dates), members are those
-dated before `member_before`, non-members those dated after `nonmember_after`; documents
-in between are dropped and counted. For each length N in `words`, each document gives one
+From dated documents (JSONL lines with `text` and a date, ISO such as 2023-01-05 or
+20230105 as in Google Patents' tables), members are those whose `member_date_field` is
+before `member_before`, non-members those whose `nonmember_date_field` is after
+`nonmember_after` (both fields `date` by default; PatentMIA takes the publication date of
+members and the priority date of non-members: a patent filed after the cutoff cannot be in
+the training data, one published before it could be). A document needs at least one of the
+two fields; one lacking a field cannot be on that field's side, and is counted. Documents
+on neither side are dropped and counted; one on both (possible only with two fields) is an
+error naming it. For each length N in `words`, each document gives one
 N-word snippet: at a seeded random word offset (`snippet='random'`), or its first N words
 (`snippet='first'`, WikiMIA's recipe); shorter documents are dropped. Each length is a
 bucket (`subset` = N), balanced by seeded down-sampling of its larger side.
@@ -12,6 +18,7 @@ bucket (`subset` = N), balanced by seeded down-sampling of its larger side.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -30,15 +37,24 @@ SNIPPETS = ("random", "first")
 class Document:
     id: str
     text: str
-    day: date
+    member_day: date | None  # its member_date_field (None: it has none)
+    nonmember_day: date | None  # its nonmember_date_field
     where: str  # "file line n"
 
 
+_COMPACT = re.compile(r"\d{8}")
+
+
 def parse_date(value: object) -> date:
-    """An ISO date ("2023-05-01") or date-time ("2023-05-01T12:00:00Z") -> date."""
+    """An ISO date ("2023-05-01"), date-time ("2023-05-01T12:00:00Z") or compact date
+    (20230501 or "20230501", Google Patents' tables) -> date."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
     if not isinstance(value, str):
         raise ValueError(value)
     text = value.strip()
+    if _COMPACT.fullmatch(text):
+        return date(int(text[:4]), int(text[4:6]), int(text[6:]))
     try:
         return date.fromisoformat(text)
     except ValueError:
@@ -56,7 +72,8 @@ def _cutoff_date(value: object, name: str) -> date:
         raise PddkitError(f"`{name}` {value!r} is not an ISO date such as 2023-01-01") from None
 
 
-def read_documents(path: Path) -> tuple[list[Document], bytes]:
+def read_documents(path: Path, member_field: str = "date",
+                   nonmember_field: str = "date") -> tuple[list[Document], bytes]:
     """The dated documents of one JSONL file (and its bytes, for the manifest)."""
     if not path.is_file():
         raise PddkitError(f"input file {path} does not exist")
@@ -71,14 +88,49 @@ def read_documents(path: Path) -> tuple[list[Document], bytes]:
         text = row.get("text", row.get("input")) if isinstance(row, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise PddkitError(f"{where} has no 'text' string")
-        try:
-            day = parse_date(row.get("date"))
-        except ValueError:
-            raise PddkitError(f"{where} has date {row.get('date')!r}, which is not an ISO date "
-                              "such as 2023-01-01") from None
+        days = {f: _row_date(row, f, where) for f in dict.fromkeys((member_field, nonmember_field))}
+        if all(d is None for d in days.values()):
+            raise PddkitError(f"{where} has no {' nor '.join(map(repr, days))} date")
         doc_id = str(row["id"]) if row.get("id") is not None else f"{path.stem}:{number}"
-        docs.append(Document(doc_id, text, day, where))
+        docs.append(Document(doc_id, text, days[member_field], days[nonmember_field], where))
     return docs, raw
+
+
+def _row_date(row: dict, name: str, where: str) -> date | None:
+    """The row's date field `name` (None where the row has none)."""
+    if row.get(name) is None:
+        return None
+    try:
+        return parse_date(row[name])
+    except ValueError:
+        raise PddkitError(f"{where} has {name} {row[name]!r}, which is not an ISO date such "
+                          "as 2023-01-01") from None
+
+
+def _sides(docs: list[Document], before: date, after: date, member_field: str,
+           nonmember_field: str) -> dict[int, list[Document]]:
+    """Members (label 1) and non-members (label 0); a document on both is an error."""
+    sides: dict[int, list[Document]] = {1: [], 0: []}
+    for d in docs:
+        member = d.member_day is not None and d.member_day < before
+        nonmember = d.nonmember_day is not None and d.nonmember_day > after
+        if member and nonmember:
+            raise PddkitError(f"{d.where} would be both a member ({member_field} {d.member_day}, "
+                              f"before {before}) and a non-member ({nonmember_field} "
+                              f"{d.nonmember_day}, after {after}); check the date fields")
+        if member or nonmember:
+            sides[1 if member else 0].append(d)
+    for label, name, rel, day, field_ in ((1, "member", "before", before, member_field),
+                                          (0, "non-member", "after", after, nonmember_field)):
+        if sides[label]:
+            continue
+        dated = sorted(x for d in docs if (x := d.member_day if label else d.nonmember_day))
+        by = "" if member_field == nonmember_field else f" by its {field_}"
+        span = (f"{field_} runs from {dated[0]} to {dated[-1]}" if dated
+                else f"no document has a {field_}")
+        raise PddkitError(f"no document is dated {rel} {day}{by}, so the cutoff leaves no "
+                          f"{name}s ({span})")
+    return sides
 
 
 def _snippets(docs: list[Document], n: int, mode: str, language: str,
@@ -97,7 +149,8 @@ def _snippets(docs: list[Document], n: int, mode: str, language: str,
                   "dated JSONL documents split at a date; N-word snippets; subset = length")
 def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after: object = None,
            words: object = (32, 64, 128, 256), snippet: str = "random", language: str = "en",
-           seed: int = 0) -> Built:
+           seed: int = 0, member_date_field: str = "date",
+           nonmember_date_field: str = "date") -> Built:
     """Balanced member / non-member snippets per length; see the module docstring."""
     files = paths(inputs)
     if not files:
@@ -112,8 +165,12 @@ def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after
     lengths = word_counts(words)
     docs: list[Document] = []
     sources = []
+    for name, value in (("member_date_field", member_date_field),
+                        ("nonmember_date_field", nonmember_date_field)):
+        if not isinstance(value, str) or not value.strip():
+            raise PddkitError(f"`{name}` must name a field of the documents, not {value!r}")
     for f in files:
-        read, raw = read_documents(f)
+        read, raw = read_documents(f, member_date_field, nonmember_date_field)
         docs += read
         sources.append(source(f, "documents", raw))
     seen: dict[str, str] = {}
@@ -121,12 +178,7 @@ def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after
         if d.id in seen:
             raise PddkitError(f"{d.where} repeats id {d.id!r} of {seen[d.id]}")
         seen[d.id] = d.where
-    sides = {1: [d for d in docs if d.day < before], 0: [d for d in docs if d.day > after]}
-    for label, name, rel, day in ((1, "member", "before", before), (0, "non-member", "after", after)):
-        if not sides[label]:
-            raise PddkitError(f"no document is dated {rel} {day}, so the cutoff leaves no "
-                              f"{name}s (dates run from {min(d.day for d in docs)} to "
-                              f"{max(d.day for d in docs)})")
+    sides = _sides(docs, before, after, member_date_field, nonmember_date_field)
     rows: list[dict] = []
     buckets: dict[str, dict] = {}
     for n in lengths:
@@ -146,15 +198,30 @@ def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after
                            "nonmembers_long_enough": len(cut_docs[0])}
     counts = {"documents": len(docs), "members": len(sides[1]), "nonmembers": len(sides[0]),
               "between_cutoffs": len(docs) - len(sides[1]) - len(sides[0]), "buckets": buckets}
-    return Built(rows=tuple(rows), sources=tuple(sources), counts=counts, language=language)
+    missing = {member_date_field: sum(d.member_day is None for d in docs),
+               nonmember_date_field: sum(d.nonmember_day is None for d in docs)}
+    notes = []
+    if any(missing.values()):
+        counts["without_date_field"] = missing
+        notes = [f"cutoff: {n} of {len(docs)} documents have no {name}, so they cannot be "
+                 f"{'members' if name == member_date_field else 'non-members'} (counted among "
+                 "those between the cutoffs when not on the other side)"
+                 for name, n in missing.items() if n]
+    return Built(rows=tuple(rows), sources=tuple(sources), counts=counts, language=language,
+                 notes=tuple(notes))
 
 
 @register_builder("patentmia", "Zhang et al. 2024 (DC-PDD): the cutoff with PatentMIA's "
-                  "settings (Chinese, 512 words, members before 2023-01-01, non-members "
-                  "after 2024-03-01)")
+                  "settings (Chinese, 512 jieba words, members published before 2023-01-01, "
+                  "non-members with a priority date after 2024-03-01)")
 def patentmia(*, inputs: object = (), member_before: object = "2023-01-01",
               nonmember_after: object = "2024-03-01", words: object = (512,),
-              snippet: str = "random", language: str = "zh", seed: int = 0) -> Built:
-    """The cutoff builder with the PatentMIA paper's settings as defaults."""
+              snippet: str = "random", language: str = "zh", seed: int = 0,
+              member_date_field: str = "publication_date",
+              nonmember_date_field: str = "priority_date") -> Built:
+    """The cutoff builder with the PatentMIA paper's settings as defaults: members by
+    publication date, non-members by priority date (the paper's section 3)."""
     return cutoff(inputs=inputs, member_before=member_before, nonmember_after=nonmember_after,
-                  words=words, snippet=snippet, language=language, seed=seed)
+                  words=words, snippet=snippet, language=language, seed=seed,
+                  member_date_field=member_date_field,
+                  nonmember_date_field=nonmember_date_field)

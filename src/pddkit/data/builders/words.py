@@ -1,9 +1,12 @@
 """Words for the builders: whitespace words, or `jieba` words for Chinese (language zh).
 
 A snippet of N words is the text from its first word to its last, verbatim (newlines and
-inner spaces kept), so it is a substring of the source document. For Chinese that is the
-jieba tokens re-joined without spaces, as the DC-PDD code builds PatentMIA snippets
-(Zhang et al. 2024); whitespace tokens are not counted as words.
+inner spaces kept), so it is a substring of the source document. For Chinese the words
+are jieba's tokens as `jieba.lcut` gives them, whitespace tokens included and counted
+(one per space or newline), and a snippet is N consecutive tokens joined with nothing
+between them: `"".join(jieba.lcut(text)[i:i + N])`, as the DC-PDD code cuts its texts to
+N words (Zhang et al. 2024, com_det_sco.py). Nothing is inserted or removed: the source's
+own spaces and newlines stay in the snippet.
 """
 
 from __future__ import annotations
@@ -32,15 +35,15 @@ def _jieba():
 
 
 def word_spans(text: str, language: str = "en") -> list[tuple[int, int]]:
-    """(start, end) character offsets of each word of `text`."""
+    """(start, end) character offsets of each word of `text` (for Chinese every jieba
+    token, whitespace included: they tile the text)."""
     if is_chinese(language):
-        return [(start, end) for word, start, end in _jieba().tokenize(text)
-                if not word.isspace()]
+        return [(start, end) for _word, start, end in _jieba().tokenize(text)]
     return [m.span() for m in _WORD.finditer(text)]
 
 
 def words(text: str, language: str = "en") -> list[str]:
-    """The words of `text` (whitespace words, or jieba words for Chinese)."""
+    """The words of `text` (whitespace words, or jieba's tokens for Chinese)."""
     return [text[a:b] for a, b in word_spans(text, language)]
 
 
