@@ -111,6 +111,37 @@ def test_mimir_from_the_hub_downloads_the_raw_files(tmp_path, monkeypatch):
                      ("iamgroot42/mimir", "dataset", f"{CACHE}/test/arxiv_ngram_13_0.8.jsonl")]
 
 
+def test_mimir_sources_without_a_split_as_on_the_hub(tmp_path, monkeypatch):
+    """The hub's configs without subsets (c4, full_pile, temporal_wiki) have split `none`
+    and files named by the source alone (`c4.jsonl`), from a local copy and by hub id."""
+    import huggingface_hub
+
+    mimir_files(tmp_path, "c4", n_members=2, n_nonmembers=2)
+    for spec in ("mimir:domain=c4", "mimir:domain=c4,split=none"):
+        ds = load_benchmark(spec, data_dir=tmp_path)
+        assert [s.id for s in ds.samples] == ["c4/member-0", "c4/member-1", "c4/nonmember-0",
+                                              "c4/nonmember-1"]
+        assert ds.samples[2].text == "c4 other text 0"
+        assert ds.samples[0].source.endswith(f"{CACHE}/train/c4.jsonl line 1")
+    with pytest.raises(PddkitError, match=r"split of domain c4 must be one of none, not "
+                                          r"'ngram_7_0.2'"):
+        load_benchmark("mimir:domain=c4,split=ngram_7_0.2", data_dir=tmp_path)
+    mimir_files(tmp_path, "temporal_wiki")
+    mimir_files(tmp_path, "full_pile", cache="cache_100_200_10000_512")
+    asked = []
+
+    def fake(repo_id, repo_type, filename):
+        asked.append(filename)
+        return str(tmp_path / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake)
+    for domain, n in (("c4", 4), ("temporal_wiki", 6), ("full_pile", 6)):
+        assert len(load_benchmark(f"mimir:domain={domain},split=none").samples) == n
+    assert asked == [f"{CACHE}/train/c4.jsonl", f"{CACHE}/test/c4.jsonl",
+                     f"{CACHE}/train/temporal_wiki.jsonl", f"{CACHE}/test/temporal_wiki.jsonl",
+                     "cache_100_200_10000_512/train/full_pile.jsonl",
+                     "cache_100_200_10000_512/test/full_pile.jsonl"]
+
 def test_mimir_hub_offline_is_one_sentence(monkeypatch):
     import huggingface_hub
 

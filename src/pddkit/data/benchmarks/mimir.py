@@ -1,13 +1,17 @@
 """MIMIR (Duan et al. 2024, "Do membership inference attacks work on large language
 models?"): texts of the Pile's train split (members of the Pythia models' training data,
 label 1) and of its test split (non-members, label 0), paired by position, per domain and
-n-gram de-duplication threshold.
+n-gram de-duplication threshold; and the hub's other sources, whose members are Pile texts
+too: `full_pile`, `c4` (non-members from C4), `temporal_arxiv` (arXiv papers of a month
+from 2020-08 on) and `temporal_wiki` (Wikipedia articles from 2023-08 on).
 
 The hub repo (`iamgroot42/mimir`) is a loading script that `datasets>=4` refuses to run,
 so its raw files are read, from `data_dir` or downloaded: `{cache}/train/{stem}.jsonl`
 (members) and `{cache}/test/{stem}.jsonl` (non-members), one JSON string per line, with
-`stem` = `{domain}_{split}` (`{domain}` alone where the domain has no split) and `cache` =
-`cache_100_200_1000_512` (`cache_100_200_10000_512` for full_pile). Ids are
+`stem` = `{domain}_{split}`, or `{domain}` alone for the sources the hub gives no split
+(its split is then named `none`: full_pile, c4, temporal_wiki), and `cache` =
+`cache_100_200_1000_512` (`cache_100_200_10000_512` for full_pile), as the hub's loading
+script (version 1.3.0) names them. Ids are
 `{stem}/member-{i}` and `{stem}/nonmember-{i}` (i from 0, the row of the pair), so
 MIMIR's pre-computed neighbours (`{train,test}_neighbors/{stem}_neighbors_25_bert_in_place_swap.jsonl`,
 one line per text) are found by id: pass that folder or file as `neighbors_file`.
@@ -34,8 +38,8 @@ NGRAM_SPLITS = ("ngram_13_0.8", "ngram_13_0.2", "ngram_7_0.2")
 MONTHS = ("2020_08", "2021_01", "2021_06", "2022_01", "2022_06", "2023_01", "2023_06")
 SPLITS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(PILE_DOMAINS, NGRAM_SPLITS),
-    "full_pile": ("none",),
-    "c4": ("ngram_13_0.8",),
+    "full_pile": ("none",),  # the hub's configs without subsets: split "none", file {domain}.jsonl
+    "c4": ("none",),
     "temporal_arxiv": MONTHS,
     "temporal_wiki": ("none",),
 }
@@ -55,7 +59,8 @@ def stem(domain: str, split: str) -> str:
                     "Pythia models; domain=all (the seven Pile domains)|arxiv|dm_mathematics|"
                     "github|hackernews|pile_cc|pubmed_central|wikipedia_(en)|full_pile|c4|"
                     "temporal_arxiv|temporal_wiki, split=ngram_13_0.8|ngram_13_0.2|ngram_7_0.2 "
-                    "(temporal_arxiv: a month such as 2021_06)")
+                    "(temporal_arxiv: a month such as 2021_06; full_pile, c4, temporal_wiki: "
+                    "none, their only split, taken by default)")
 def mimir(data_dir: str | Path | None, on_invalid: str, *, domain: str = "all",
           split: str = DEFAULT_SPLIT) -> Dataset:
     domains = list(PILE_DOMAINS) if domain == "all" else [
