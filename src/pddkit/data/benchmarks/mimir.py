@@ -1,9 +1,10 @@
 """MIMIR (Duan et al. 2024, "Do membership inference attacks work on large language
 models?"): texts of the Pile's train split (members of the Pythia models' training data,
 label 1) and of its test split (non-members, label 0), paired by position, per domain and
-n-gram de-duplication threshold; and the hub's other sources, whose members are Pile texts
-too: `full_pile`, `c4` (non-members from C4), `temporal_arxiv` (arXiv papers of a month
-from 2020-08 on) and `temporal_wiki` (Wikipedia articles from 2023-08 on).
+n-gram de-duplication threshold; and the hub's other sources, labelled by the hub's member
+(train) and non-member (test) files as they are: `full_pile` (the Pile's domains mixed),
+`c4` (C4 texts), `temporal_arxiv` (non-members: arXiv papers of one month from 2020-08 on)
+and `temporal_wiki` (non-members: Wikipedia articles from 2023-08 on).
 
 The hub repo (`iamgroot42/mimir`) is a loading script that `datasets>=4` refuses to run,
 so its raw files are read, from `data_dir` or downloaded: `{cache}/train/{stem}.jsonl`
