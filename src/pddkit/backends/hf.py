@@ -42,6 +42,11 @@ class HFBackend:
             raise PddkitError(f"`padding_side` must be 'left' or 'right', not {padding_side!r}")
         if lm is None and spec is None:
             raise ValueError("HFBackend needs a loaded model or a spec to load one from")
+        if lm is not None and getattr(lm.model, "config", None) is not None:
+            from pddkit.backends.hf_loading import check_causal
+
+            model = getattr(lm.model, "_orig_mod", lm.model)  # torch.compile's wrapper
+            check_causal(model.config, lm.name, architectures=[type(model).__name__])
         self._lm = lm
         self.name = lm.name if lm is not None else (name or spec.model)
         self.batch_size = batch_size
@@ -58,12 +63,14 @@ class HFBackend:
              revision: str | None = None, batch_size: int | str = 8, padding_side: str = "right",
              max_length: int | None = None, role: str = "model") -> HFBackend:
         """`name` (a local directory or a hub id), loaded when first needed. A missing local
-        path, or a hub id that can be fetched neither from the local cache nor from the hub,
-        is refused now."""
-        from pddkit.backends.hf_loading import DTYPES, check_source
+        path, a hub id that can be fetched neither from the local cache nor from the hub, or
+        a `device` this machine does not have is refused now."""
+        from pddkit.backends.hf_loading import DTYPES, check_device, check_source
 
         if dtype not in DTYPES:
             raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
+        if device not in ("auto", "cpu"):  # a device this machine lacks: one sentence now
+            check_device(device)
         options = {"device": device, "dtype": dtype, "trust_remote_code": trust_remote_code,
                    "local_files_only": local_files_only, "revision": revision,
                    "batch_size": batch_size, "padding_side": padding_side,
@@ -175,10 +182,13 @@ class HFBackend:
         if self._fingerprint is None:
             from pddkit.cache.fingerprint import hf_fingerprint
 
+            # loaded here by name: its files name it; handed over: it may have changed
+            # since it was loaded, so its tensors do (cache/fingerprint.py)
             self._fingerprint = hf_fingerprint(self.lm.model, self.lm.tokenizer,
                                                start_id=self.runner.start_id,
                                                dtype=self.lm.dtype, backend="hf",
-                                               stats_format=STATS_FORMAT)
+                                               stats_format=STATS_FORMAT,
+                                               weights="files" if self._spec else "tensors")
         return self._fingerprint
 
     def facts(self) -> dict:

@@ -38,15 +38,63 @@ def context_length(model) -> int | None:
 
 
 def pick_device(device: str) -> str:
+    """`device` as torch will use it: "auto" picks CUDA, then MPS, then the CPU; a named
+    device this machine does not have is one sentence (check_device)."""
     import torch
 
     if device != "auto":
-        return device
+        return check_device(device)
     if torch.cuda.is_available():
         return "cuda"
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
+
+
+def check_device(device: str) -> str:
+    """`device` when this machine has it ("cpu", "cuda", "cuda:1", "mps", ...); else one
+    sentence saying what it has, before anything loads."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise PddkitError(f"`device` {device!r} is not a device torch knows (use auto, cpu, "
+                          "cuda, cuda:N or mps)") from None
+    have = available_devices()
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise PddkitError(f"`device` {device} is not available: this machine has no CUDA GPU "
+                              f"usable by torch {torch.__version__} (available: {have})")
+        if dev.index is not None and dev.index >= n:
+            raise PddkitError(f"`device` {device} is not available: this machine has {n} CUDA "
+                              f"GPU{'s' if n > 1 else ''} (cuda:0 to cuda:{n - 1})")
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if not (mps and mps.is_available()):
+            raise PddkitError(f"`device` {device} is not available: this machine has no Apple "
+                              f"MPS device usable by torch (available: {have})")
+    elif dev.type != "cpu":
+        backend = getattr(torch, dev.type, None)
+        usable = getattr(backend, "is_available", None)
+        if usable is None or not usable():
+            raise PddkitError(f"`device` {device} is not available on this machine "
+                              f"(available: {have})")
+    return device
+
+
+def available_devices() -> str:
+    """The devices torch can use here, as `device` names them ("cpu, cuda:0, cuda:1")."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps and mps.is_available():
+        found.append("mps")
+    return ", ".join(found)
 
 
 def pick_dtype(dtype: str, device: str):
@@ -102,7 +150,7 @@ def load_model(
     role: str = "model",
 ) -> LoadedModel:
     """`name` is a local directory or a hub id; remote code runs only if asked for."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
     device = pick_device(device)
@@ -112,15 +160,71 @@ def load_model(
     if revision is not None:
         common["revision"] = revision
     try:
+        config = AutoConfig.from_pretrained(src, **common)
+        check_causal(config, name, role)  # before any weights are read
         tokenizer = AutoTokenizer.from_pretrained(src, **common)
-        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **common)
+        model, info = AutoModelForCausalLM.from_pretrained(src, config=config, dtype=torch_dtype,
+                                                           output_loading_info=True, **common)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = "the directory" if looks_local(name) else "the hub (offline? try a local path)"
         raise PddkitError(f"could not load {role} {name} from {where}: {first}") from None
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:  # transformers initialised them at random: every score would be noise
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        raise PddkitError(f"{role} {name} ({type(model).__name__}) lacks weights for "
+                          f"{', '.join(missing[:3])}{more}: loading would fill them with random "
+                          "values, so it is not a complete causal language model checkpoint")
     model.to(device).eval()
     logger.info("loaded %s %s on %s (%s)", role, name, device, torch_dtype)
     return LoadedModel(model, tokenizer, name, device, str(torch_dtype).replace("torch.", ""))
+
+
+def check_causal(config, name: str, role: str = "model",
+                 architectures: list[str] | None = None) -> None:
+    """Refuse a model that is not a causal (left-to-right) language model, by its config
+    alone, in one sentence naming its architecture and model_type. The rule:
+
+    1. an encoder-decoder (`is_encoder_decoder`: T5, BART, ...) is refused;
+    2. a model type of an encoder family (BERT, RoBERTa, ELECTRA, ...: one transformers
+       maps both to a masked and to a causal LM class) is a causal LM only with
+       `is_decoder` true; without it, AutoModelForCausalLM would load e.g. a
+       BertForMaskedLM as BertLMHeadModel with bidirectional attention, which sees the
+       token it predicts;
+    3. otherwise `architectures` (the config's, or the class of a model given in memory)
+       must name a causal LM class (one of transformers' causal-LM classes, or a name
+       ending in ForCausalLM or LMHeadModel), or the config's `auto_map` a remote-code
+       AutoModelForCausalLM; without `architectures`, the model_type must be one
+       transformers loads as a causal LM.
+    A checkpoint that passes but lacks weights of the causal LM (a base model without its
+    head) is refused after loading (load_model: its missing weights)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    model_type = getattr(config, "model_type", None) or "?"
+    archs = list(architectures if architectures is not None
+                 else getattr(config, "architectures", None) or [])
+    named = f"{', '.join(archs) or 'no architecture named'}, model_type {model_type}"
+    why = None
+    if getattr(config, "is_encoder_decoder", False):
+        why = "it is an encoder-decoder (sequence-to-sequence) model"
+    elif model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and model_type in \
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not getattr(config, "is_decoder", False):
+        why = "it is an encoder (bidirectional attention: is_decoder is false)"
+    elif "AutoModelForCausalLM" not in (getattr(config, "auto_map", None) or {}):
+        causal = {c for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()
+                  for c in ((v,) if isinstance(v, str) else v)}
+        if archs and not any(a in causal or a.endswith(("ForCausalLM", "LMHeadModel"))
+                             for a in archs):
+            why = "its architectures name no causal-LM class"
+        elif not archs and model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            why = "transformers has no causal LM for its model_type"
+    if why is not None:
+        raise PddkitError(f"{role} {name} is not a causal language model: {why} ({named}); "
+                          "pddkit scores causal (decoder-only) language models, whose "
+                          "next-token probabilities every method reads")
 
 
 def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: str | None) -> bool:

@@ -9,11 +9,14 @@ applies the `on_invalid` policy and names the file and line or row.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
 from pddkit.errors import PddkitError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_LABEL = "label"
 LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
@@ -108,8 +111,11 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
         raise PddkitError(f"`on_invalid` must be 'error' or 'skip', not {on_invalid!r}")
     samples: list[Sample] = []
     skipped: list[Skipped] = []
+    columns: dict[str, None] = {}  # every column any row has, in order of appearance
     for number, row in rows:
         source = f"{where} {unit} {number}"
+        if isinstance(row, dict):
+            columns.update(dict.fromkeys(row))
         try:
             if isinstance(row, BadRow):  # a reader's verdict (bad UTF-8, bad JSON)
                 raise row
@@ -119,4 +125,76 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
                 raise PddkitError(f"{source} {bad} (use `on_invalid='skip'` to leave such "
                                   f"{unit}s out and count them)") from None
             skipped.append(Skipped(source=source, reason=str(bad)))
+    samples, contradicting = without_contradictions(samples, where, on_invalid)
+    meta = dict(meta or {})
+    if contradicting:
+        skipped += contradicting
+        meta["contradicting_labels_left_out"] = len(contradicting)
+    if samples and all(s.label is None for s in samples):
+        note = unlabelled_note(list(columns), fields, where)
+        meta["unlabelled"] = note
+        looks = "looks like" in note
+        (logger.warning if looks else logger.info)(
+            "%s: the texts are scored without labels and no metrics are computed", note)
     return make_dataset(name, samples, skipped, meta=meta)
+
+
+# column names (lower-cased) that usually hold membership labels, besides any name
+# containing "label" or "member"
+LABEL_LIKE = frozenset({"target", "targets", "is_train", "in_train", "seen", "is_seen", "gold",
+                        "y", "class", "contaminated", "leaked", "in_training", "trained"})
+
+
+def unlabelled_note(columns: list[str], fields: Fields, where: str) -> str:
+    """Why a table gives no labels, naming its columns: no label column at all, one that
+    looks like membership labels under another name, or a label column empty in every row."""
+    used = {fields.text_key(dict.fromkeys(columns)), fields.id, fields.group, fields.subset}
+    have = ", ".join(map(repr, columns)) or "none"
+    if fields.label in columns:
+        return (f"{where} has a '{fields.label}' column but no row gives a label "
+                f"(its columns: {have})")
+    like = [c for c in columns if c not in used and (
+        "label" in c.lower() or "member" in c.lower() or c.lower() in LABEL_LIKE)]
+    if like:
+        return (f"{where} has no '{fields.label}' column, but {', '.join(map(repr, like))} "
+                f"looks like membership labels (name it with `label_field`; its columns: {have})")
+    return f"{where} has no '{fields.label}' column (its columns: {have})"
+
+
+def without_contradictions(samples: list[Sample], where: str,
+                           on_invalid: str) -> tuple[list[Sample], list[Skipped]]:
+    """The same text (after whitespace folding) labelled both member and non-member: the
+    ground truth contradicts itself. One sentence with the count and the first ids; with
+    `on_invalid="skip"`, every copy of such a text is left out and listed with its reason."""
+    from pddkit.data.overlap import normalise
+
+    labels: dict[str, set[int]] = {}
+    for s in samples:
+        if s.label is not None:
+            labels.setdefault(normalise(s.text), set()).add(s.label)
+    both = {t for t, ls in labels.items() if len(ls) == 2}
+    if not both:
+        return samples, []
+    copies: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.label is not None and normalise(s.text) in both:
+            copies.setdefault(normalise(s.text), []).append(s)
+    groups = list(copies.values())
+    first = groups[0]
+    one = next(s for s in first if s.label == 1)
+    zero = next(s for s in first if s.label == 0)
+    if on_invalid != "skip":
+        more = "" if len(groups) == 1 else (
+            "; first ids of the others: " + ", ".join(
+                "/".join(s.id for s in g[:2]) for g in groups[1:4]) + (
+                ", ..." if len(groups) > 4 else ""))
+        raise PddkitError(
+            f"{where}: {len(groups)} text{'s occur' if len(groups) > 1 else ' occurs'} with "
+            f"both labels, so the ground truth contradicts itself (e.g. id {one.id} at "
+            f"{one.source} is labelled 1 and id {zero.id} at {zero.source} is labelled 0, "
+            f"the same text up to whitespace{more}): correct the labels, or use "
+            "`on_invalid='skip'` to leave every copy out and count them")
+    out = {id(s) for g in groups for s in g}
+    left = [Skipped(s.source, "the same text occurs with both labels (1 and 0) in "
+                    f"{where}: every copy left out") for g in groups for s in g]
+    return [s for s in samples if id(s) not in out], left

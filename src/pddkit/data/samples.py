@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pddkit.errors import PddkitError
 
 # counts a loader records in Dataset.meta that reach results.json (counts) when non-zero
-LOADER_COUNTS = ("blank_lines", "unpaired_left_out", "nul_characters_removed", "snippets_with_nul")
+LOADER_COUNTS = ("blank_lines", "unpaired_left_out", "nul_characters_removed", "snippets_with_nul",
+                 "contradicting_labels_left_out")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                      capabilities_of(config, model), notices, language=dataset.language)
     if dataset.labelled:
         dataset.require_both_classes()
+    elif dataset.meta.get("unlabelled"):  # which columns it has, and that no metrics follow
+        notices.append(f"{dataset.meta['unlabelled']}: the texts are scored without labels "
+                       "and no metrics are computed")
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
@@ -188,10 +191,14 @@ def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset |
     if config.val_fraction is None and val_dataset is None:
         return dataset, None, None
     if not dataset.labelled:
-        raise PddkitError("choosing hyperparameters on validation data needs labelled data")
+        note = dataset.meta.get("unlabelled")
+        raise PddkitError("choosing hyperparameters on validation data needs labelled data"
+                          + (f", and {note}" if note else ""))
     if val_dataset is not None:
         if not val_dataset.labelled:
-            raise PddkitError(f"validation data {val_dataset.name} has no labels")
+            note = val_dataset.meta.get("unlabelled")
+            raise PddkitError(f"validation data {val_dataset.name} has no labels"
+                              + (f": {note}" if note else ""))
         val_dataset.require_both_classes()
         n = len(dataset.samples)
         both = Dataset(dataset.name, dataset.samples + val_dataset.samples,
