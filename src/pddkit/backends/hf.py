@@ -182,10 +182,13 @@ class HFBackend:
         if self._fingerprint is None:
             from pddkit.cache.fingerprint import hf_fingerprint
 
+            # loaded here by name: its files name it; handed over: it may have changed
+            # since it was loaded, so its tensors do (cache/fingerprint.py)
             self._fingerprint = hf_fingerprint(self.lm.model, self.lm.tokenizer,
                                                start_id=self.runner.start_id,
                                                dtype=self.lm.dtype, backend="hf",
-                                               stats_format=STATS_FORMAT)
+                                               stats_format=STATS_FORMAT,
+                                               weights="files" if self._spec else "tensors")
         return self._fingerprint
 
     def facts(self) -> dict:

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from pddkit.backends.base import Backend, Capabilities, Encoded
+from pddkit.cache.fingerprint import cache_fingerprint
 from pddkit.cache.memo import Memo, text_digest
 from pddkit.cache.store import StatsStore, text_key
 from pddkit.stats import TokenStats
@@ -82,16 +83,19 @@ class CachingBackend:
             if key is None:
                 return None
             facts = self.memo.get_facts(key)
-            if not facts or "fingerprint" not in facts:
+            if not facts or not _is_digest(facts.get("fingerprint")):
                 facts = {"fingerprint": self.backend.fingerprint(), **self.backend.facts()}
                 self.memo.put_facts(key, facts)
             self._facts = facts
         return self._facts
 
     def fingerprint(self) -> str:
+        """What entries are keyed by: the backend's fingerprint (remembered in the memo for a
+        backend with a load key), the library versions and the statistics-code version."""
         if self._fingerprint is None:
             facts = self._remembered()
-            self._fingerprint = facts["fingerprint"] if facts else self.backend.fingerprint()
+            own = facts["fingerprint"] if facts else self.backend.fingerprint()
+            self._fingerprint = cache_fingerprint(own)
         return self._fingerprint
 
     def facts(self) -> dict | None:
@@ -171,6 +175,10 @@ class CachingBackend:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _is_digest(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _with_flag(stats: TokenStats | None, truncated: bool) -> TokenStats:

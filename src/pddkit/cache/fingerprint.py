@@ -1,8 +1,15 @@
 """Model fingerprints: a hex digest that changes whenever the statistics could change.
 
-The weights are identified by their content: from the Hugging Face hub cache's blob names
-(they are the files' hashes, free), else by hashing the weight files once (memoised by
-path, size and mtime), else by hashing the tensors in memory.
+A backend's `fingerprint()` names its model. For the `hf` backend the weights are named by
+their content: a model pddkit loaded from files itself, by the files (the hub cache's blob
+names, free, else a sha256 of each weight file memoised by path, size and mtime); a model
+object handed over in memory, by its tensors (cache/tensor_digest.py), since it may have
+changed since it was loaded.
+
+A backend puts everything that names its model into `fingerprint()` (the `openai` backend
+its canary too). The statistics cache keys entries by `cache_fingerprint(fingerprint)`:
+that plus the torch and transformers versions and STATS_CODE_VERSION, so neither an
+upgrade nor a change of the statistics code reuses old statistics.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from pddkit.cache.tensor_digest import tensor_digest
+
 logger = logging.getLogger(__name__)
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
@@ -25,6 +34,12 @@ CONFIG_NOISE = ("_name_or_path", "name_or_path", "transformers_version", "_commi
 TOKENIZER_NOISE = ("truncation", "padding")
 _BLOB = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")  # git sha1 or LFS sha256
 _CHUNK = 8 * 2**20
+# Bump whenever the code computing per-token statistics changes their numbers (the hf pass
+# in backends/stats_pass.py, the openai backend's log-probabilities, pddkit/stats.py):
+# every cache entry written before is then a miss. (STATS_FORMAT in backends/base.py
+# is the layout and meaning of TokenStats.)
+STATS_CODE_VERSION = 1
+KEY_LIBRARIES = ("torch", "transformers")  # their versions are part of every cache key
 
 
 def fingerprint_of(parts: Mapping[str, object]) -> str:
@@ -33,16 +48,44 @@ def fingerprint_of(parts: Mapping[str, object]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def library_versions() -> dict[str, str | None]:
+    """Installed versions of KEY_LIBRARIES (None for one not installed); imports nothing."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for lib in KEY_LIBRARIES:
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:
+            out[lib] = None
+    return out
+
+
+def cache_fingerprint(model_fingerprint: str) -> str:
+    """The fingerprint the statistics cache keys entries by: the backend's fingerprint (all
+    a backend contributes, its canary included), the library versions and
+    STATS_CODE_VERSION."""
+    return fingerprint_of({"model": model_fingerprint, "versions": library_versions(),
+                           "stats_code": STATS_CODE_VERSION})
+
+
 def hf_fingerprint(model, tokenizer, *, start_id: int, dtype: str, backend: str = "hf",
-                   stats_format: int = 1, memo_path: str | Path | None = None) -> str:
+                   stats_format: int = 1, memo_path: str | Path | None = None,
+                   weights: str = "files") -> str:
     """Fingerprint of a Hugging Face model: weights, config, tokenizer, start token, dtype,
-    backend kind and statistics format."""
+    backend kind and statistics format. `weights`: "files" (the weight files the model was
+    loaded from, its tensors when none are found) for a model pddkit loaded itself,
+    "tensors" for a model object handed over (it may differ from any files)."""
+    if weights not in ("files", "tensors"):
+        raise ValueError(f"weights must be 'files' or 'tensors', not {weights!r}")
+    digest = (weights_digest(model, memo_path=memo_path) if weights == "files"
+              else "tensors:" + tensor_digest(model))
     return fingerprint_of({
         "backend": backend,
         "stats_format": int(stats_format),
         "start_id": int(start_id),
         "dtype": str(dtype).replace("torch.", ""),
-        "weights": weights_digest(model, memo_path=memo_path),
+        "weights": digest,
         "config": config_digest(model),
         "attention": getattr(getattr(model, "config", None), "_attn_implementation", None),
         "tokenizer": tokenizer_digest(tokenizer),
@@ -92,7 +135,7 @@ def weights_digest(model, *, memo_path: str | Path | None = None) -> str:
         return "files:" + fingerprint_of({"files": entries})
     logger.info("no weight files found for %s: hashing its tensors in memory",
                 type(model).__name__)
-    return "tensors:" + state_dict_digest(model)
+    return "tensors:" + tensor_digest(model)
 
 
 def model_directory(model) -> Path | None:
@@ -164,19 +207,6 @@ def hash_file(path: Path) -> str:
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
-    return h.hexdigest()
-
-
-def state_dict_digest(model) -> str:
-    """sha256 over the tensors (name, dtype, shape, bytes) of a model in memory."""
-    import torch
-
-    h = hashlib.sha256()
-    for name, t in sorted(model.state_dict().items()):
-        t = t.detach()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        flat = t.to("cpu").contiguous().reshape(-1)  # [numel]
-        h.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
     return h.hexdigest()
 
 
