@@ -17,6 +17,11 @@ held-out fold's non-members, pooled over folds (`cv_fpr_`). The in-sample rate o
 threshold on the texts that chose it (`val_fpr_`) is optimistic, most of all with few
 validation texts; it is the expected rate only when there are too few texts per class
 (fewer than 2) to cross-validate.
+
+With `groups` (the document each text was cut from, e.g. BookMIA's book) the folds are
+whole groups (`group_folds`: seeded, balanced per class), so texts of one book never sit on
+both sides; each validation text's out-of-fold call (`oof_calls_`) then gives every
+never-seen book's own out-of-fold count (evaluation/book_rates.py).
 """
 
 from __future__ import annotations
@@ -58,6 +63,29 @@ def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float
     return low, high
 
 
+def group_folds(labels, groups, k: int, seed: int = 0) -> np.ndarray:
+    """The fold (0..k-1) of each text, whole groups to a fold: each group goes with its
+    majority label (ties: member); per label, groups in seeded random order, larger first,
+    each to the fold holding fewest texts of that label so far. With at least k groups per
+    label every fold holds both labels."""
+    y = np.asarray(labels).astype(int)
+    g = np.asarray([str(v) for v in groups], dtype=object)
+    names, inverse = np.unique(g, return_inverse=True)
+    size = np.bincount(inverse, minlength=len(names))
+    label = (np.bincount(inverse, weights=y, minlength=len(names)) * 2 >= size).astype(int)
+    order = np.random.default_rng(seed).permutation(len(names))
+    fold_of = np.empty(len(names), dtype=int)
+    for cls in (1, 0):
+        mine = [i for i in order if label[i] == cls]
+        mine.sort(key=lambda i: -size[i])  # stable: equal sizes keep the seeded order
+        load = np.zeros(k, dtype=int)
+        for i in mine:
+            f = int(np.argmin(load))
+            fold_of[i] = f
+            load[f] += size[i]
+    return fold_of[inverse]
+
+
 def require_both_classes(labels, what: str = "the validation data") -> tuple[int, int]:
     """(members, non-members) among `labels`; one class only is one sentence."""
     y = np.asarray(labels)
@@ -82,7 +110,7 @@ class ThresholdSummary:
     val_accuracy: float
     expected_fpr: float  # the rate expected for never-seen texts (cross-validated when possible)
     expected_fpr_ci: tuple[float, float]  # its Wilson 95% interval
-    expected_fpr_source: str  # "cross-validated (K folds)" or "in-sample"
+    expected_fpr_source: str  # "cross-validated (K folds)", "... (K folds of whole groups)", "in-sample"
     val_fpr: float  # the threshold's FPR on the validation texts that chose it (optimistic)
     n_val: int
     n_val_members: int
@@ -101,8 +129,9 @@ class Threshold:
             raise PddkitError(f"`cv_folds` must be 0 (no cross-validation) or at least 2, "
                               f"not {cv_folds}")
 
-    def fit(self, scores, labels) -> Threshold:
-        """Choose the threshold on `scores` (higher = member) with `labels` (1/0)."""
+    def fit(self, scores, labels, groups=None) -> Threshold:
+        """Choose the threshold on `scores` (higher = member) with `labels` (1/0); `groups`
+        (one name per text, e.g. its book) makes the cross-validation folds whole groups."""
         from sklearn.metrics import roc_auc_score
 
         s = np.asarray(scores, dtype=float)
@@ -111,15 +140,17 @@ class Threshold:
             raise PddkitError(f"{s.size} validation scores but {y.size} labels")
         if not np.all(np.isfinite(s)):
             raise PddkitError("validation scores must be finite numbers")
+        if groups is not None and len(groups) != y.size:
+            raise PddkitError(f"{y.size} validation texts but {len(groups)} group names")
         pos, neg = require_both_classes(y)
         values = np.unique(s)  # ascending
         # candidate t_j: below the lowest score (all called members), midpoints, the highest
         cands = np.r_[np.nextafter(values[0], -np.inf), (values[:-1] + values[1:]) / 2,
                       values[-1]]
-        above = s[None, :] > cands[:, None]  # [C, N]
-        tpr = (above & (y == 1)).sum(1) / pos
-        fpr = (above & (y == 0)).sum(1) / neg
-        acc = ((above & (y == 1)).sum(1) + (~above & (y == 0)).sum(1)) / y.size
+        # texts above each candidate, counted on sorted scores (no [candidates x texts] table)
+        tp = pos - np.searchsorted(np.sort(s[y == 1]), cands, side="right")
+        fp = neg - np.searchsorted(np.sort(s[y == 0]), cands, side="right")
+        tpr, fpr, acc = tp / pos, fp / neg, (tp + neg - fp) / y.size
         if self.kind_ == "accuracy":
             j = int(np.flatnonzero(acc == acc.max())[-1])  # ties: the highest threshold
         else:
@@ -130,8 +161,10 @@ class Threshold:
         self.val_accuracy_ = float(acc[j])
         self.val_auc_ = float(roc_auc_score(y, s))
         self.n_val_, self.n_val_members_, self.n_val_nonmembers_ = int(y.size), pos, neg
-        self.n_false_positives_ = int((above[j] & (y == 0)).sum())
-        self.cv_folds_used_, self.cv_false_positives_ = self._cross_validate(s, y)
+        self.n_false_positives_ = int(fp[j])
+        self.grouped_ = groups is not None
+        self.cv_folds_used_, self.oof_calls_ = self._cross_validate(s, y, groups)
+        self.cv_false_positives_ = int(self.oof_calls_[y == 0].sum()) if self.cv_folds_used_ else 0
         if self.cv_folds_used_:
             self.cv_fpr_ = self.cv_false_positives_ / neg
             self.expected_fpr_, fp = self.cv_fpr_, self.cv_false_positives_
@@ -141,19 +174,31 @@ class Threshold:
         self.expected_fpr_ci_ = wilson_interval(fp, neg)
         return self
 
-    def _cross_validate(self, s: np.ndarray, y: np.ndarray) -> tuple[int, int]:
-        """(folds used, held-out non-members above their fold's threshold); (0, 0) when a
-        class has fewer than 2 texts or `cv_folds` < 2."""
-        k = min(self.cv_folds, int((y == 1).sum()), int((y == 0).sum()))
+    def _cross_validate(self, s: np.ndarray, y: np.ndarray, groups) -> tuple[int, np.ndarray | None]:
+        """(folds used, each text's call by the threshold of the folds without it); (0, None)
+        when a class has fewer than 2 texts (groups: 2 groups) or `cv_folds` < 2."""
+        if groups is None:
+            k = min(self.cv_folds, int((y == 1).sum()), int((y == 0).sum()))
+        else:
+            label = {}
+            for name, cls in zip(groups, y):
+                label.setdefault(str(name), []).append(cls)
+            major = [2 * sum(v) >= len(v) for v in label.values()]
+            k = min(self.cv_folds, sum(major), len(major) - sum(major))
         if k < 2:
-            return 0, 0
-        from sklearn.model_selection import StratifiedKFold
+            return 0, None
+        if groups is None:
+            from sklearn.model_selection import StratifiedKFold
 
-        fp = 0
-        for train, test in StratifiedKFold(k, shuffle=True, random_state=self.seed).split(s, y):
+            splits = StratifiedKFold(k, shuffle=True, random_state=self.seed).split(s, y)
+        else:
+            fold = group_folds(y, groups, k, self.seed)
+            splits = ((np.flatnonzero(fold != f), np.flatnonzero(fold == f)) for f in range(k))
+        calls = np.zeros(y.size, dtype=int)
+        for train, test in splits:
             inner = Threshold(self.rule, cv_folds=0).fit(s[train], y[train])
-            fp += int(((s[test] > inner.threshold_) & (y[test] == 0)).sum())
-        return k, fp
+            calls[test] = s[test] > inner.threshold_
+        return k, calls
 
     def predict(self, scores) -> np.ndarray:
         """1 (member) where a score is strictly above the threshold, else 0."""
@@ -167,7 +212,8 @@ class Threshold:
             rule=self.rule, threshold=self.threshold_, val_auc=self.val_auc_,
             val_tpr=self.val_tpr_, val_accuracy=self.val_accuracy_,
             expected_fpr=self.expected_fpr_, expected_fpr_ci=self.expected_fpr_ci_,
-            expected_fpr_source=(f"cross-validated ({self.cv_folds_used_} folds)"
+            expected_fpr_source=(f"cross-validated ({self.cv_folds_used_} folds"
+                                 f"{' of whole groups' if self.grouped_ else ''})"
                                  if self.cv_folds_used_ else "in-sample"),
             val_fpr=self.val_fpr_,
             n_val=self.n_val_, n_val_members=self.n_val_members_,
