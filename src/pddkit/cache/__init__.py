@@ -12,25 +12,26 @@ import os
 from pathlib import Path
 
 from pddkit.cache.caching import CachingBackend
+from pddkit.cache.directory import CacheInfo, ModelCount
 from pddkit.cache.fingerprint import (
     fingerprint_of,
     hf_fingerprint,
     tokenizer_digest,
     weights_digest,
 )
-from pddkit.cache.store import VERSION, CacheInfo, ModelCount, StatsStore, text_key
+from pddkit.cache.store import VERSION, StatsStore, text_key
 
 
 def cache_info(path: str | os.PathLike) -> CacheInfo:
     """What the cache directory `path` holds (`pddkit cache info DIR`)."""
-    from pddkit.cache.store import directory_info
+    from pddkit.cache.directory import directory_info
 
     return directory_info(Path(path).expanduser())
 
 
 def cache_clear(path: str | os.PathLike) -> int:
     """Remove the cache's own files from `path` (`pddkit cache clear DIR`); returns how many."""
-    from pddkit.cache.store import clear_directory
+    from pddkit.cache.directory import clear_directory
 
     return clear_directory(Path(path).expanduser())
 

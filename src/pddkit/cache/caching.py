@@ -166,6 +166,20 @@ class CachingBackend:
             self.store.put_many(((keys[i], out[i]) for i in part), fingerprint=fp, model=self.name)
         return [_with_flag(st, flag) for st, flag in zip(out, flags)]
 
+    def notices(self) -> list[str]:
+        """One line per kind of unreadable cache file this backend skipped (their texts were
+        misses, computed again), for the run's notices; none when all could be read."""
+        out = []
+        shards, memo = self.store.skipped, self.memo.skipped
+        if shards:
+            out.append(f"statistics cache {self.store.path}: {len(shards)} unreadable shard(s) "
+                       f"skipped ({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}); "
+                       "their texts were computed again")
+        if memo:
+            out.append(f"statistics cache {self.store.path}: {len(memo)} unreadable memo file(s) "
+                       "ignored; what they held was computed again")
+        return out
+
     def close(self) -> None:
         """Write what is buffered (also done at exit)."""
         self.store.close()

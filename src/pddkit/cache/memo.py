@@ -8,12 +8,14 @@ no classifier: kept in `<cache>/memo/` beside the statistics shards.
 - `encodings`: per load key and `max_length`, the token ids of each text (by the sha256 of
   the text), so a rerun does not even load the tokenizer. The statistics themselves stay
   keyed by the ids (cache/store.py), so a stale memo could only cause a miss, never a
-  wrong hit: a changed tokenizer changes the load key.
+  wrong hit: a changed tokenizer changes the load key. The decoded span of each truncated
+  text is kept beside its ids as UTF-8 bytes, concatenated, with offsets (a text that
+  was not cut costs one offset); files written before, with fixed-width spans, are read too.
 - `results`: small deterministic results keyed by the sha256 of everything they depend on
   (the blind baseline's out-of-fold scores).
 
 Every file is written to a temporary name and renamed; unreadable files are ignored
-(the memo only saves time).
+(the memo only saves time) and counted in `Memo.skipped`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import json
 import logging
 import os
 import secrets
+import zipfile
 from collections.abc import Sequence
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +38,7 @@ from pddkit.cache.store import ids_digest, write_atomic
 logger = logging.getLogger(__name__)
 
 MEMO = "memo"
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def text_digest(text: str) -> str:
@@ -47,12 +52,16 @@ class Memo:
         self.path = Path(cache_dir) / MEMO
         self._encodings: dict[str, dict[str, tuple[np.ndarray, bool]]] = {}
         self._spans: dict[str, dict[str, str]] = {}  # key -> ids digest -> decoded text
+        self.skipped: list[str] = []  # files that could not be read (ignored)
 
     # facts: one JSON document per key
     def get_facts(self, key: str) -> dict | None:
         try:
             data = json.loads((self.path / "facts" / f"{key}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            self._skip(self.path / "facts" / f"{key}.json", e)
             return None
         return data if isinstance(data, dict) else None
 
@@ -67,18 +76,16 @@ class Memo:
             found: dict[str, tuple[np.ndarray, bool]] = {}
             for shard in sorted((self.path / "encodings").glob(f"{key}-*.npz")):
                 try:
-                    with np.load(shard, allow_pickle=False) as z:
-                        digests, lengths = z["texts"].astype(str), z["lengths"]
-                        ids, cut = z["ids"], z["truncated"]
-                        spans = z["spans"] if "spans" in z.files else np.full(len(cut), "")
-                except (OSError, ValueError, KeyError, EOFError):
+                    digests, lengths, ids, cut, spans = _read_encodings(shard)
+                except _UNREADABLE as e:
+                    self._skip(shard, e)
                     continue
                 ends = np.cumsum(lengths)  # [N]
                 decoded = self._spans.setdefault(key, {})
                 for d, end, n, t, span in zip(digests, ends, lengths, cut, spans):
                     found.setdefault(d, (ids[end - n:end], bool(t)))
                     if t:
-                        decoded.setdefault(ids_digest(ids[end - n:end]), str(span))
+                        decoded.setdefault(ids_digest(ids[end - n:end]), span)
             self._encodings[key] = found
         return self._encodings[key]
 
@@ -89,12 +96,15 @@ class Memo:
         if not texts:
             return
         digests = [text_digest(t) for t in texts]
+        spans = list(spans) if spans is not None else [""] * len(texts)
+        encoded = [s.encode("utf-8", "surrogatepass") for s in spans]
         arrays = {"texts": np.array(digests, dtype="S64"),
                   "lengths": np.array([len(s) for s in ids], dtype=np.int64),
                   "ids": np.concatenate([np.asarray(s, dtype=np.int64) for s in ids]),
                   "truncated": np.array(truncated, dtype=bool),
-                  "spans": np.array(list(spans) if spans is not None else [""] * len(texts),
-                                    dtype=str)}
+                  "span_bytes": np.frombuffer(b"".join(encoded), dtype=np.uint8),  # [bytes]
+                  "span_offsets": np.concatenate(  # [N+1]
+                      [[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)}
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         name = f"{key}-{os.getpid()}-{secrets.token_hex(6)}.npz"
@@ -103,9 +113,9 @@ class Memo:
         for d, s, t in zip(digests, ids, truncated):
             known.setdefault(d, (np.asarray(s, dtype=np.int64), bool(t)))
         decoded = self._spans.setdefault(key, {})
-        for s, span, t in zip(ids, arrays["spans"], truncated):
+        for s, span, t in zip(ids, spans, truncated):
             if t:
-                decoded.setdefault(ids_digest(s), str(span))
+                decoded.setdefault(ids_digest(s), span)
 
     def span(self, key: str, ids: Sequence[int]) -> str | None:
         """The remembered decoding of a truncated id sequence under `key`, or None."""
@@ -118,7 +128,10 @@ class Memo:
             with np.load(self.path / kind / f"{key}.npz", allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files if k != "_meta"}
                 meta = json.loads(str(z["_meta"]))
-        except (OSError, ValueError, KeyError, EOFError):
+        except FileNotFoundError:
+            return None
+        except _UNREADABLE as e:
+            self._skip(self.path / kind / f"{key}.npz", e)
             return None
         return arrays, meta
 
@@ -127,12 +140,38 @@ class Memo:
         np.savez(buf, _meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
         self._write(self.path / kind / f"{key}.npz", lambda f: f.write(buf.getvalue()))
 
+    def _skip(self, path: Path, error: Exception) -> None:
+        logger.warning("ignoring unreadable cache memo file %s: %s", path, error)
+        self.skipped.append(str(path))
+
     def _write(self, path: Path, write) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, write)
         except OSError as e:  # the memo only saves time
             logger.info("could not write %s: %s", path, e)
+
+
+def _read_encodings(shard: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(text digests [N] str, lengths [N], ids [sum lengths], truncated [N], spans) of one
+    encodings file; ValueError when its arrays do not fit together."""
+    with np.load(shard, allow_pickle=False) as z:
+        digests, lengths = z["texts"].astype(str), z["lengths"]
+        ids, cut = z["ids"], z["truncated"]
+        if "span_bytes" in z.files:
+            raw, offsets = z["span_bytes"].tobytes(), z["span_offsets"]
+            if offsets.shape != (len(cut) + 1,) or int(offsets[-1]) != len(raw):
+                raise ValueError("its span offsets do not fit its spans")
+            spans = [raw[a:b].decode("utf-8", "surrogatepass")
+                     for a, b in pairwise(offsets.tolist())]
+        elif "spans" in z.files:  # written before: fixed-width unicode
+            spans = [str(x) for x in z["spans"]]
+        else:
+            spans = [""] * len(cut)
+    if not (len(digests) == len(lengths) == len(cut) == len(spans)) or int(lengths.sum()) != len(ids) \
+            or bool(np.any(lengths < 0)):
+        raise ValueError("its arrays do not fit together")
+    return digests, lengths, ids, cut, spans
 
 
 def result_key(kind: str, version: int, parts: dict) -> str:

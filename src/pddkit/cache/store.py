@@ -4,6 +4,10 @@ Layout: `manifest.json` ({"format": "pddkit-stats-cache", "version": N}) and imm
 shards `shard-<pid>-<time>-<random>.npz` (np.savez, no pickle). A shard is written to a
 hidden `*.tmp` file and renamed into place, so a killed process leaves no shard a later run
 could read as complete; each writer names its own shards, so processes need no locks.
+
+A shard that cannot be read (truncated, garbage, arrays that do not fit together) is
+skipped with a warning and counted (`StatsStore.skipped`, a notice of the run, `cache info`):
+its texts are misses and are computed again, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ import secrets
 import time
 import weakref
 import zipfile
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +36,7 @@ VERSION = 1  # bumped whenever the shard layout changes
 MANIFEST = "manifest.json"
 SHARD_PREFIX, SHARD_SUFFIX = "shard-", ".npz"
 _LOADED_SHARDS = 16  # shards kept in memory by get()
+_UNREADABLE = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
 def ids_digest(ids: Sequence[int] | np.ndarray) -> str:
@@ -43,35 +47,6 @@ def ids_digest(ids: Sequence[int] | np.ndarray) -> str:
 def text_key(fingerprint: str, ids: Sequence[int] | np.ndarray) -> str:
     """The cache key of one id sequence under one model fingerprint."""
     return hashlib.sha256((fingerprint + ids_digest(ids)).encode("ascii")).hexdigest()
-
-
-@dataclass(frozen=True)
-class ModelCount:
-    fingerprint: str
-    model: str  # the backend's name when the entries were written
-    entries: int
-
-
-@dataclass(frozen=True)
-class CacheInfo:
-    """What a cache directory holds."""
-
-    path: str
-    version: int
-    shards: int
-    entries: int  # distinct texts (keys)
-    bytes: int  # shards and manifest on disk
-    models: tuple[ModelCount, ...]
-    unfinished: int = 0  # *.tmp files of writers that were killed (ignored)
-
-    def lines(self) -> list[str]:
-        """Human-readable lines for `pddkit cache info`."""
-        out = [f"cache {self.path} (format version {self.version})",
-               f"{self.shards} shards, {self.entries:,} texts, {self.bytes / 2**20:,.1f} MiB"]
-        out += [f"  {m.model or '?'} [{m.fingerprint[:12]}]: {m.entries:,} texts" for m in self.models]
-        if self.unfinished:
-            out.append(f"{self.unfinished} unfinished temporary files (ignored; `clear` removes them)")
-        return out
 
 
 def _our_manifest(path: Path) -> dict:
@@ -125,17 +100,39 @@ def shard_paths(path: Path) -> list[Path]:
     return sorted(p for p in path.glob(f"{SHARD_PREFIX}*{SHARD_SUFFIX}") if p.is_file())
 
 
-def _read_index(shard: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """(keys [n] S64, fingerprint index [n] int32, fingerprints [F] S64, models [F] str)."""
+def read_index(shard: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(keys [n] S64, fingerprint index [n] int32, fingerprints [F] S64, models [F] str), or
+    None (with a warning) for a shard of another version or one that cannot be read."""
     try:
         with np.load(shard, allow_pickle=False) as z:
             if int(z["version"]) != VERSION:
                 logger.warning("skipping cache shard %s: written by another version", shard)
                 return None
-            return z["keys"], z["fp_index"], z["fingerprints"], z["models"]
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            keys, fp_index, fps, models = z["keys"], z["fp_index"], z["fingerprints"], z["models"]
+        n, f = len(keys), len(fps)
+        if (keys.ndim != 1 or fp_index.shape != (n,) or models.shape != (f,)
+                or (n and not 0 <= int(fp_index.min()) <= int(fp_index.max()) < f)):
+            raise ValueError("its index arrays do not fit together")
+        return keys, fp_index, fps, models
+    except _UNREADABLE as e:
         logger.warning("skipping unreadable cache shard %s: %s", shard, e)
         return None
+
+
+def read_arrays(shard: Path, n: int) -> dict[str, np.ndarray]:
+    """The statistics arrays of a shard of `n` entries; raises ValueError when they cannot
+    be read or do not fit together."""
+    try:
+        with np.load(shard, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in ("offsets", "truncated", "ids", "L", "H", "M2")}
+    except _UNREADABLE as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+    offsets, total = arrays["offsets"], len(arrays["ids"])
+    if (offsets.shape != (n + 1,) or arrays["truncated"].shape != (n,) or int(offsets[0]) != 0
+            or int(offsets[-1]) != total or bool(np.any(np.diff(offsets) < 0))
+            or any(arrays[k].shape != (total,) for k in ("L", "H", "M2"))):
+        raise ValueError("its arrays do not fit together")
+    return arrays
 
 
 class _Pending:
@@ -196,7 +193,10 @@ class StatsStore:
         self.flush_seconds = float(flush_seconds)
         self._index: dict[str, tuple[int, int]] = {}  # key -> (shard number, row)
         self._shards: list[Path] = []
+        self._keys: list[np.ndarray] = []  # per shard number: its keys [n] S64
         self._known: set[str] = set()
+        self._bad: set[int] = set()  # shard numbers whose arrays could not be read
+        self.skipped: list[str] = []  # names of the shards skipped as unreadable
         self._loaded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
         self._pending = _Pending()
         self._last_flush = time.monotonic()
@@ -227,14 +227,30 @@ class StatsStore:
 
     def _add_shard(self, shard: Path) -> bool:
         self._known.add(shard.name)
-        index = _read_index(shard)
+        index = read_index(shard)
         if index is None:
+            self.skipped.append(shard.name)
             return False
         number = len(self._shards)
         self._shards.append(shard)
+        self._keys.append(index[0])
         for row, key in enumerate(index[0].astype(str)):
             self._index.setdefault(key, (number, row))
         return True
+
+    def _drop(self, number: int, reason: str) -> None:
+        """Stop serving a shard whose arrays cannot be read: its keys are misses, unless
+        another shard holds them too."""
+        shard = self._shards[number]
+        logger.warning("skipping unreadable cache shard %s: %s (its texts are computed again)",
+                       shard, reason)
+        self.skipped.append(shard.name)
+        self._bad.add(number)
+        self._index = {k: v for k, v in self._index.items() if v[0] != number}
+        for other, keys in enumerate(self._keys):
+            if other not in self._bad:
+                for row, key in enumerate(keys.astype(str)):
+                    self._index.setdefault(key, (other, row))
 
     def __contains__(self, key: str) -> bool:
         return key in self._pending.entries or key in self._index
@@ -245,28 +261,41 @@ class StatsStore:
     def get(self, keys: Sequence[str]) -> dict[str, TokenStats]:
         """The stored statistics of those `keys` the store holds (copies)."""
         out: dict[str, TokenStats] = {}
-        by_shard: dict[int, list[tuple[str, int]]] = {}
+        todo = []
         for key in keys:
             if key in self._pending.entries:
                 out[key] = self._pending.entries[key][0]
-            elif key in self._index:
-                number, row = self._index[key]
-                by_shard.setdefault(number, []).append((key, row))
-        for number, rows in by_shard.items():
-            z = self._arrays(number)
-            for key, row in rows:
-                a, b = int(z["offsets"][row]), int(z["offsets"][row + 1])
-                out[key] = TokenStats(ids=z["ids"][a:b].copy(), L=z["L"][a:b].copy(),
-                                      H=z["H"][a:b].copy(), M2=z["M2"][a:b].copy(),
-                                      truncated=bool(z["truncated"][row]))
+            else:
+                todo.append(key)
+        while todo:  # again for the keys of a shard found unreadable, from other shards
+            by_shard: dict[int, list[tuple[str, int]]] = {}
+            for key in todo:
+                if key in self._index:
+                    number, row = self._index[key]
+                    by_shard.setdefault(number, []).append((key, row))
+            todo = []
+            for number, rows in by_shard.items():
+                z = self._arrays(number)
+                if z is None:
+                    todo += [key for key, _ in rows]
+                    continue
+                for key, row in rows:
+                    a, b = int(z["offsets"][row]), int(z["offsets"][row + 1])
+                    out[key] = TokenStats(ids=z["ids"][a:b].copy(), L=z["L"][a:b].copy(),
+                                          H=z["H"][a:b].copy(), M2=z["M2"][a:b].copy(),
+                                          truncated=bool(z["truncated"][row]))
         return out
 
-    def _arrays(self, number: int) -> dict[str, np.ndarray]:
+    def _arrays(self, number: int) -> dict[str, np.ndarray] | None:
+        """The statistics arrays of a shard; None (and the shard dropped) when unreadable."""
         if number in self._loaded:
             self._loaded.move_to_end(number)
             return self._loaded[number]
-        with np.load(self._shards[number], allow_pickle=False) as z:
-            arrays = {k: z[k] for k in ("offsets", "truncated", "ids", "L", "H", "M2")}
+        try:
+            arrays = read_arrays(self._shards[number], len(self._keys[number]))
+        except ValueError as e:
+            self._drop(number, str(e))
+            return None
         self._loaded[number] = arrays
         while len(self._loaded) > _LOADED_SHARDS:
             self._loaded.popitem(last=False)
@@ -313,78 +342,22 @@ class StatsStore:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def info(self) -> CacheInfo:
+    def info(self):
+        """What the directory holds (cache/directory.py CacheInfo), after a flush."""
+        from pddkit.cache.directory import directory_info
+
         self.flush()
         return directory_info(self.path)
 
     def clear(self) -> int:
         """Remove pddkit's own files (and the directory when it is then empty)."""
+        from pddkit.cache.directory import clear_directory
+
         self._pending.entries.clear()
         self._index.clear()
         self._shards.clear()
+        self._keys.clear()
         self._known.clear()
+        self._bad.clear()
         self._loaded.clear()
         return clear_directory(self.path)
-
-
-def directory_info(path: Path) -> CacheInfo:
-    """Shards, distinct entries, bytes and entries per model of a cache directory."""
-    check_directory(path, create=False)
-    keys_per_fp: dict[tuple[str, str], set[str]] = {}
-    shards, size = 0, 0
-    seen: set[str] = set()
-    for shard in shard_paths(path):
-        index = _read_index(shard)
-        if index is None:
-            continue
-        shards += 1
-        size += shard.stat().st_size
-        keys, fp_index, fps, models = index
-        pairs = [(fp.decode("ascii"), str(m)) for fp, m in zip(fps, models)]
-        for key, i in zip(keys.astype(str), fp_index):
-            keys_per_fp.setdefault(pairs[int(i)], set()).add(key)
-            seen.add(key)
-    manifest = path / MANIFEST
-    size += manifest.stat().st_size if manifest.exists() else 0
-    counts = Counter({pair: len(k) for pair, k in keys_per_fp.items()})
-    models = tuple(ModelCount(fp, m, n) for (fp, m), n in
-                   sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-    return CacheInfo(path=str(path), version=VERSION, shards=shards, entries=len(seen),
-                     bytes=size, models=models, unfinished=len(_temporary_files(path)))
-
-
-def _temporary_files(path: Path) -> list[Path]:
-    patterns = (f".{SHARD_PREFIX}*.tmp", f".{MANIFEST}.*.tmp", ".write-test.*.tmp")
-    return [p for pattern in patterns for p in path.glob(pattern) if p.is_file()]
-
-
-def clear_directory(path: Path) -> int:
-    """Remove the cache's shards, temporary files and manifest; the directory too when
-    nothing else is left in it. Returns the number of files removed."""
-    if path.exists() and not path.is_dir():
-        raise PddkitError(f"cache path {path} is a file, not a directory")
-    if not path.exists():
-        raise PddkitError(f"cache directory {path} does not exist")
-    manifest = path / MANIFEST
-    ours = shard_paths(path) + _temporary_files(path)
-    if not ours and not manifest.exists():
-        return 0
-    if manifest.exists():
-        _our_manifest(path)
-        ours.append(manifest)
-    memo = path / "memo"  # cache/memo.py: fingerprints, encodings, blind-baseline scores
-    owned = manifest.exists() and memo.is_dir()  # a memo/ beside our manifest only
-    memo_files = [p for p in memo.rglob("*") if p.is_file()] if owned else []
-    ours += memo_files
-    try:
-        for p in ours:
-            p.unlink(missing_ok=True)
-        if owned:
-            for d in sorted((p for p in memo.rglob("*") if p.is_dir()), reverse=True):
-                d.rmdir()
-            memo.rmdir()
-        if not any(path.iterdir()):
-            path.rmdir()
-    except OSError as e:
-        raise PddkitError(f"cannot remove files from cache directory {path}: {e.strerror or e}") from None
-    return len(ours)

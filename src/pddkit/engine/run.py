@@ -97,6 +97,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         if cached:  # texts per pass found in the cache / computed
             table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
                                      for desc, (h, m) in b.counts().items()}
+            notices.extend(dict.fromkeys(n for b in cached for n in b.notices()))  # unreadable files
 
         labels = tuple(dataset.labels) if dataset.labelled else None
         subsets = tuple(s.subset for s in dataset.samples)
