@@ -20,11 +20,13 @@ from pddkit.evaluation.dataset_inference import (
     decide,
     false_positive_test,
     normalise,
+    reference_halves,
     require_sizes,
+    split_groups,
     split_reference,
     verdict_sentence,
-    welch_greater,
 )
+from pddkit.evaluation.dataset_inference_fit import fit_nonnegative, welch_greater
 from pddkit.methods.maxk import maxk_grid, mean_of_highest
 from pddkit.studies import STUDIES
 from pddkit.studies.infer import feature_methods, infer_dataset
@@ -120,8 +122,6 @@ def test_suspect_texts_that_look_less_familiar_are_not_used_in_training():
 def test_the_nonnegative_fit_matches_an_unconstrained_fit_when_every_weight_is_positive():
     from sklearn.linear_model import LogisticRegression
 
-    from pddkit.evaluation.dataset_inference import fit_nonnegative
-
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 3))
     y = (X @ [1.0, 0.5, 0.8] + rng.standard_normal(300) > 0).astype(float)
@@ -133,13 +133,31 @@ def test_the_nonnegative_fit_matches_an_unconstrained_fit_when_every_weight_is_p
     assert (w == 0).all()
 
 
-def test_the_classifier_is_fitted_on_the_first_halves_only():
-    """The tested halves do not take part in the fit: scores of the same rows differ when
-    the fitted halves change (another seed shuffles them differently)."""
-    f = synthetic(shift=0.3)
-    a = compare_sets(f.suspect, f.reference, NAMES, seed=0)
-    assert a.p_value == compare_sets(f.suspect, f.reference, NAMES, seed=0).p_value  # seeded
-    assert a.p_value != compare_sets(f.suspect, f.reference, NAMES, seed=1).p_value
+def _planted(seed, rows, n_s=60, n_r=50):
+    """Null features (4 columns) with +3 on feature `a` of the suspect rows that
+    compare_sets(seed) fits on (`rows="fitted"`) or tests (`"tested"`): each set is shuffled
+    with default_rng(seed), the suspect set first, and its first half fits the classifier."""
+    S = np.random.default_rng(100 + seed).standard_normal((n_s, 4))
+    R = np.random.default_rng(200 + seed).standard_normal((n_r, 4))
+    perm = np.random.default_rng(seed).permutation(n_s)
+    S[perm[:n_s // 2] if rows == "fitted" else perm[n_s // 2:], 0] += 3.0
+    return S, R
+
+
+@pytest.mark.parametrize("classifier", ["nonnegative", "paper"])
+def test_the_classifier_is_fitted_on_the_first_halves_only(classifier):
+    """No leak between the fitted and the tested halves. A signal planted only in the fitted
+    suspect rows is learnt (the largest weight, on `a`) but the tested rows lack it, so the
+    test finds nothing (p > 1e-3; scoring the fitted rows would give p ~ 1e-20); a signal planted only
+    in the tested rows is not learnt (a fit that saw them weighs `a` 0.9-1.5 on these seeds)."""
+    names = ("a", "b", "c", "d")
+    for seed in range(5):
+        t = compare_sets(*_planted(seed, "fitted"), names, seed=seed, classifier=classifier)
+        others = max(abs(t.weights[k]) for k in names[1:])
+        assert t.weights["a"] > 2.0 and t.weights["a"] > 4 * others, t.weights
+        assert t.p_value > 1e-3, (seed, t.p_value)  # a null p-value (1e-3: once in 1000)
+        t = compare_sets(*_planted(seed, "tested"), names, seed=seed, classifier=classifier)
+        assert t.weights["a"] < 0.7, (seed, t.weights)  # 0.45 at most here
 
 
 def test_null_p_values_are_roughly_uniform():
@@ -159,9 +177,12 @@ def test_false_positive_check_splits_the_reference_set():
 
 
 def test_decide_curve_and_verdicts():
-    d = decide(synthetic(shift=1.0), alpha=0.05, seed=0)
+    f = synthetic(shift=1.0)
+    d = decide(f, alpha=0.05, seed=0)
     assert d.used_in_training and d.verdict.startswith("Used in training")
-    assert d.check is not None and d.check.p_value >= 0.05
+    # the check is the test on two halves of the reference set, and finds nothing there
+    assert d.check.p_value == false_positive_test(f.reference, NAMES, seed=0).p_value >= 0.05
+    assert d.check_split.by == "text" and d.check_split.texts == (100, 100)
     assert [p.n for p in d.curve] == curve_sizes(200) and d.curve[-1].n == 200
     assert d.curve[-1].p_value == d.test.p_value  # all texts: the test itself
     assert [p.n for p in d.check_curve] == curve_sizes(100)
@@ -224,6 +245,175 @@ def test_maxk_is_the_mean_of_the_highest_log_probabilities():
     np.testing.assert_allclose(maxk_grid(P, None, (0.4, 1.0))[0], [-0.75, L.mean()])
 
 
+# ---- the paper's classifier -------------------------------------------------------------
+
+def _paper_transcription(S, R, seed):
+    """Maini et al.'s procedure written out from the paper and the authors' linear_di.py,
+    with the choices pddkit documents: each set clipped to its own 2.5-97.5% percentiles,
+    both z-scored with the clipped suspect set's mean and standard deviation, each set
+    shuffled (default_rng(seed): suspect first), a logistic regression (scikit-learn's,
+    C = 1) fitted on the first halves with the authors' labels (suspect 0, reference 1), and
+    Student's t-test that the suspect set's held-out scores are *lower*, as their code asks."""
+    from scipy.stats import ttest_ind
+    from sklearn.linear_model import LogisticRegression
+
+    def clipped(A):
+        lo, hi = np.percentile(A, [2.5, 97.5], axis=0)
+        return np.minimum(np.maximum(A, lo), hi)
+
+    Sc, Rc = clipped(S), clipped(R)
+    Sz, Rz = (Sc - Sc.mean(0)) / Sc.std(0), (Rc - Sc.mean(0)) / Sc.std(0)
+    order = np.random.default_rng(seed)
+    Sz, Rz = Sz[order.permutation(len(Sz))], Rz[order.permutation(len(Rz))]
+    hs, hr = len(Sz) // 2, len(Rz) // 2
+    fit = LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-14, max_iter=1000).fit(
+        np.vstack([Sz[:hs], Rz[:hr]]), np.r_[np.zeros(hs), np.ones(hr)])
+    return ttest_ind(fit.decision_function(Sz[hs:]), fit.decision_function(Rz[hr:]),
+                     equal_var=True, alternative="less").pvalue
+
+
+def _fixed_features():
+    """A fixed feature matrix where the choices matter: outliers in one set only (per-set
+    clipping), a feature on which the suspect texts are lower (unconstrained weights), and
+    unequal spreads (Student vs Welch)."""
+    rng = np.random.default_rng(7)
+    scale = [1.0, 2.0, 0.5, 3.0, 1.0, 1.0]
+    S = rng.standard_normal((203, 6)) * scale + [0.3, 0.0, 0.0, -0.6, 0.0, 0.1]
+    R = rng.standard_normal((181, 6)) * scale * [1, 1, 1, 1.5, 1, 1]
+    S[::17, 2] *= 40
+    R[::13, 4] += 25
+    return FeatureMatrix(tuple("abcdef"), S, R)
+
+
+def test_the_paper_classifier_is_the_papers_procedure():
+    f = _fixed_features()
+    for seed in (0, 1, 2):
+        want = _paper_transcription(f.suspect, f.reference, seed)
+        got = compare_sets(f.suspect, f.reference, f.names, seed, classifier="paper")
+        assert got.p_value == pytest.approx(want, abs=1e-9, rel=1e-9), (seed, got.p_value, want)
+        assert got.weights["d"] < 0  # unconstrained: the suspect texts are lower on d
+    d = decide(f, seed=0, classifier="paper")
+    assert d.classifier == "paper" and d.test.p_value == pytest.approx(
+        _paper_transcription(f.suspect, f.reference, 0), abs=1e-9, rel=1e-9)
+    # the default is another test on the same features (weights >= 0, suspect-set clipping,
+    # Welch), so the transcription above tells the two apart
+    default = compare_sets(f.suspect, f.reference, f.names, 0)
+    assert default.weights["d"] == 0.0 and abs(default.p_value - d.test.p_value) > 1e-3
+
+
+def test_per_set_clipping_uses_each_sets_own_quantiles():
+    S = np.arange(100.0)[:, None]
+    R = np.arange(100.0)[:, None] + 1000.0
+    _, Rn = normalise(S, R, per_set=True)
+    lo, hi = np.quantile(S, [CLIP, 1 - CLIP])
+    r_lo, r_hi = np.quantile(R, [CLIP, 1 - CLIP])
+    mean, std = np.clip(S, lo, hi).mean(), np.clip(S, lo, hi).std()
+    np.testing.assert_allclose(Rn[:, 0], (np.clip(R[:, 0], r_lo, r_hi) - mean) / std)
+    assert len(set(normalise(S, R)[1][:, 0])) == 1  # the default: all at the suspect's top
+
+
+def test_the_paper_classifier_counts_less_familiar_suspect_texts_and_says_so():
+    """Suspect texts that look LESS familiar: the paper's test finds the difference (its
+    classifier is unconstrained), the verdict names the test and says that it counts either
+    direction; the default finds no evidence of training."""
+    down = synthetic(shift=-1.0)
+    paper = decide(down, seed=0, classifier="paper")
+    assert paper.test.p_value < 1e-6 and paper.test.weights["a"] < 0
+    assert paper.used_in_training and paper.less_familiar_p_value is None
+    assert paper.verdict.startswith("Used in training (Maini et al.'s test)")
+    assert "either direction" in paper.verdict
+    assert not decide(down, seed=0).used_in_training
+    with pytest.raises(PddkitError, match="`classifier` must be one of nonnegative, paper, "
+                                          "not 'logistic'"):
+        decide(down, classifier="logistic")
+
+
+def test_results_and_report_name_the_classifier_and_the_split(tmp_path):
+    from pddkit.reporting.infer_report import terminal_lines
+    from pddkit.studies.infer import InferenceResult
+
+    f = synthetic(40, 40, shift=1.0)
+    for classifier, t_test in (("nonnegative", "Welch"), ("paper", "Student")):
+        d = decide(f, seed=0, classifier=classifier)
+        res = InferenceResult(d, f, {"model": "m", "seed": 0, "suspect": "s", "reference": "r"},
+                              {}, (), {}, {})
+        data = res.to_dict()
+        assert data["classifier"] == classifier and data["t_test"] == t_test
+        assert data["false_positive_check_split"]["by"] == "text"
+        text = "\n".join(terminal_lines(data))
+        assert f"one-sided {t_test} t-test" in text and "text by text" in text
+        (tmp_path / classifier).mkdir()
+        res.write(tmp_path / classifier)
+        md = (tmp_path / classifier / "report.md").read_text()
+        assert f"{t_test} t-test" in md and f"**classifier**: {classifier}" in md
+
+
+def test_the_cli_passes_the_classifier(tmp_path, capsys, monkeypatch):
+    import pddkit.studies.infer as infer_module
+
+    seen = {}
+
+    def fake(*args, **kwargs):
+        seen.update(kwargs)
+        raise PddkitError("stop here")
+
+    monkeypatch.setattr(infer_module, "infer_dataset", fake)
+    s = write_jsonl(tmp_path / "s.jsonl", [{"text": f"suspect text {i}"} for i in range(10)])
+    base = ["infer", "--model", NO_MODEL, "--suspect", s, "--reference", s]
+    assert run_cli(capsys, *base, "--output", tmp_path / "o", "--classifier", "paper")[0] == 1
+    assert seen["classifier"] == "paper"
+    assert run_cli(capsys, *base, "--output", tmp_path / "o2")[0] == 1
+    assert seen["classifier"] == "nonnegative"  # the default
+    code, _, err = run_cli(capsys, *base, "--output", tmp_path / "o3", "--classifier", "lr")
+    assert code != 0 and "'lr' is not one of 'nonnegative', 'paper'" in err
+
+
+# ---- the false-positive check, by document --------------------------------------------
+
+def test_the_false_positive_checks_halves_never_share_a_group():
+    sizes = [1, 2, 3, 5, 8, 13, 2, 2, 7, 4, 4, 4, 9, 1, 1, 6]  # windows per document
+    groups = tuple(g for d, k in enumerate(sizes) for g in [f"doc{d}"] * k)
+    groups = (*groups, None, None, None)  # three texts without a document: one each
+    n = len(groups)
+    splits = set()
+    for seed in range(30):
+        a, b, split = reference_halves(n, seed, groups)
+        assert sorted([*a, *b]) == list(range(n))  # every text on exactly one side
+        ga, gb = {groups[i] for i in a} - {None}, {groups[i] for i in b} - {None}
+        assert not ga & gb, (seed, ga & gb)
+        assert abs(len(a) - len(b)) <= max(sizes), (len(a), len(b))
+        assert split.by == "group" and split.texts == (len(a), len(b)) and split.ungrouped == 3
+        assert sum(split.groups) == len(sizes) + 3
+        splits.add(tuple(a))
+    assert len(splits) > 20  # seeded, but the seed changes the split
+    # decide runs the check on those halves
+    X = np.random.default_rng(0).standard_normal((n, 3))
+    f = FeatureMatrix(NAMES, X, X + 0.1, groups)
+    d = decide(f, seed=5)
+    a, b, _ = reference_halves(n, 5, groups)
+    assert d.check.p_value == compare_sets(f.reference[a], f.reference[b], NAMES, 5).p_value
+    assert d.check_split.by == "group" and "no document on both sides" in d.check_split.sentence()
+    assert d.check.p_value == false_positive_test(f.reference, NAMES, 5, groups=groups).p_value
+    # without groups: text by text, as before, and the sentence says what that means
+    a, b = split_reference(f.reference, 5)
+    assert decide(FeatureMatrix(NAMES, X, X + 0.1), seed=5).check.p_value == compare_sets(
+        a, b, NAMES, 5).p_value
+    assert "windows of one document may sit on both" in reference_halves(n, 5)[2].sentence()
+
+
+def test_split_groups_balances_whole_documents():
+    a, b = split_groups(["x"] * 10 + ["y"] * 10 + ["z"] * 20, seed=0)
+    assert {len(a), len(b)} == {20}  # z alone against x and y
+
+
+def test_documents_too_few_for_two_halves_is_one_sentence():
+    groups = ("big",) * 30 + ("small",) * 5
+    X = np.random.default_rng(0).standard_normal((35, 3))
+    with pytest.raises(PddkitError, match=r"by document \(`group`\), but its 35 texts from 2 "
+                                          r"documents give halves of (30 and 5|5 and 30) texts"):
+        decide(FeatureMatrix(NAMES, X, X, groups))
+
+
 # ---- bad input, before any model loads --------------------------------------------------
 
 def test_shared_texts_are_refused_with_the_count(tmp_path, capsys):
@@ -233,9 +423,10 @@ def test_shared_texts_are_refused_with_the_count(tmp_path, capsys):
     code, _, err = run_cli(capsys, "infer", "--model", NO_MODEL, "--suspect", s, "--reference", r,
                            "--output", tmp_path / "o")
     assert code == 1
-    assert err.strip() == ("pddkit: error: 3 of the 20 suspect texts also occur among the 23 "
-                           "reference texts (after folding whitespace); the reference set must "
-                           "hold texts the model never saw")
+    # (the lines above it: the tables' missing labels, logged by the data layer)
+    assert err.strip().splitlines()[-1] == (
+        "pddkit: error: 3 of the 20 suspect texts also occur among the 23 reference texts "
+        "(after folding whitespace); the reference set must hold texts the model never saw")
 
 
 def test_n_neighbors_below_one_is_one_sentence():
@@ -346,8 +537,9 @@ def test_cli_end_to_end(world, tmp_path, capsys):
     s = tmp_path / "s.csv"  # any table: a CSV beside a JSONL
     with s.open("w", newline="") as fh:
         csv.writer(fh).writerows([("snippet",), *((t,) for t in world["members"][:60])])
-    r = write_jsonl(tmp_path / "r.jsonl", [{"id": f"r{i}", "snippet": t}
-                                           for i, t in enumerate(world["nonmembers"][:60])])
+    groups = tuple(f"doc{i // 6}" for i in range(60))  # 10 documents of 6 windows
+    r = write_jsonl(tmp_path / "r.jsonl", [{"id": f"r{i}", "snippet": t, "group": g}
+                                           for i, (t, g) in enumerate(zip(world["nonmembers"], groups))])
     out = tmp_path / "o"
     args = ["infer", "--model", world["model"], "--suspect", s, "--reference", r, "--output", out,
             "--text-field", "snippet",
@@ -365,7 +557,13 @@ def test_cli_end_to_end(world, tmp_path, capsys):
     assert res["n"] == {"suspect": 60, "reference": 60}
     assert res["configuration"]["seed"] == 1 and res["configuration"]["alpha"] == 0.05
     assert set(res["test"]["weights"]) == set(res["features"]) and len(res["features"]) == 24
-    assert res["false_positive_check_p_value"] is not None
+    # the check split the reference set by document: 5 whole documents on each side
+    assert res["false_positive_check_split"]["by"] == "group"
+    assert res["false_positive_check_split"]["groups"] == [5, 5]
+    f = same.features
+    assert res["false_positive_check_p_value"] == pytest.approx(
+        false_positive_test(f.reference, f.names, seed=1, groups=groups).p_value, rel=1e-6)
+    assert res["classifier"] == "nonnegative" and res["t_test"] == "Welch"
     assert res["p_value_curve"][-1] == {"n": 60, "p_value": res["p_value"]}
     md = (out / "report.md").read_text()
     assert "## Feature weights" in md and "](p_value_curve.png)" in md
@@ -373,8 +571,14 @@ def test_cli_end_to_end(world, tmp_path, capsys):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
     code, _, err = run_cli(capsys, *args)  # the folder holds results now
     assert code == 1 and "already holds pddkit results" in err and "--overwrite" in err
-    assert run_cli(capsys, *args, "--overwrite", "--no-false-positive-check")[0] == 0
+    assert run_cli(capsys, *args, "--overwrite", "--no-false-positive-check",
+                   "--classifier", "paper")[0] == 0
     res = json.loads((out / "results.json").read_text())
+    assert res["classifier"] == "paper" and res["t_test"] == "Student"
+    assert res["configuration"]["classifier"] == "paper"
+    assert res["p_value"] == pytest.approx(
+        decide(f, seed=1, false_positive_check=False, classifier="paper").test.p_value, rel=1e-6)
+    assert "Student t-test" in (out / "report.md").read_text()
     assert res["false_positive_check"] is None and res["false_positive_check_curve"] == []
     _browser_check(out / "report.html", tmp_path)
 

@@ -45,7 +45,12 @@ INFER_OPTIONS = [
     click.option("--alpha", type=float, default=0.05, show_default=True,
         help="Significance level: 'used in training' needs a p-value below it."),
     click.option("--false-positive-check/--no-false-positive-check", default=True, show_default=True,
-        help="Also test two halves of --reference against each other (should find nothing)."),
+        help="Also test two halves of --reference against each other (should find nothing); "
+        "texts of one `group` (document) stay on one side."),
+    click.option("--classifier", default="nonnegative", show_default=True,
+        type=click.Choice(["nonnegative", "paper"]),
+        help="nonnegative: weights >= 0 on member-is-higher features, Welch's t-test; paper: "
+        "Maini et al.'s unconstrained fit, each set clipped to its own quantiles, Student's t-test."),
     *STUDY_OUTPUT_OPTIONS,
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,

@@ -12,16 +12,31 @@ import numpy as np
 from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
 from pddkit.reporting.table import Num, Table, to_text
 
-EXPLAIN = ("How to read this: a classifier learns, from half of the suspect texts and half of "
-           "the reference texts, which combination of membership signals (how likely the "
-           "model finds each text, its rarest and most likely tokens, ...) tells them apart, "
-           "counting each signal only in the direction of familiarity (its weight cannot be "
-           "negative); it then scores the other halves. If the model was trained on the suspect texts, they "
-           "score higher, and a small p-value says such a gap is unlikely by chance. The "
-           "false-positive check runs the same test on two halves of the reference set, where "
-           "no gap should exist: a small p-value there means the test is picking up something "
-           "other than training. Both sets must come from the same source (same kind of text, "
-           "same time): any other difference between them also lowers the p-value.")
+DIRECTION = {
+    "nonnegative": "counting each signal only in the direction of familiarity (its weight "
+                   "cannot be negative)",
+    "paper": "in either direction (Maini et al.'s unconstrained classifier: a signal on which "
+             "the suspect texts look less familiar counts too)",
+}
+
+
+def explain(classifier: str) -> str:
+    """How to read the page, for the classifier that ran."""
+    return ("How to read this: a classifier learns, from half of the suspect texts and half of "
+            "the reference texts, which combination of membership signals (how likely the "
+            "model finds each text, its rarest and most likely tokens, ...) tells them apart, "
+            f"{DIRECTION[classifier]}; it then scores the other halves. If the model was "
+            "trained on the suspect texts, they score higher, and a small p-value says such a "
+            "gap is unlikely by chance. The false-positive check runs the same test on two "
+            "halves of the reference set, where no gap should exist: a small p-value there "
+            "means the test is picking up something other than training. Both sets must come "
+            "from the same source (same kind of text, same time): any other difference "
+            "between them also lowers the p-value.")
+
+
+def classifier_of(data: dict) -> str:
+    """The classifier that ran (results.json written before there was a choice: nonnegative)."""
+    return data.get("classifier", "nonnegative")
 
 
 def p_text(p: float | None) -> str:
@@ -43,10 +58,24 @@ def tests_table(data: dict) -> Table:
         rows.append((what, p_text(t["p_value"]), Num(t["t_statistic"], digits=2),
                      f"{t['n_fit']['suspect']} + {t['n_fit']['reference']}",
                      f"{t['n_test']['suspect']} + {t['n_test']['reference']}"))
+    split = data.get("false_positive_check_split")
     return Table(header=("test", "p-value", "t", "texts fitted", "texts tested"),
-                 rows=tuple(rows), title="Tests (one-sided Welch t-test, suspect > reference)",
-                 notes=(f"alpha = {data['alpha']:g}; texts are (suspect + reference) halves.",),
+                 rows=tuple(rows),
+                 title=f"Tests (one-sided {data.get('t_test', 'Welch')} t-test, suspect > "
+                       f"reference; {classifier_of(data)} classifier)",
+                 notes=(f"alpha = {data['alpha']:g}; texts are (suspect + reference) halves.",
+                        *([split["sentence"]] if split else ())),
                  id="tests")
+
+
+WEIGHTS_NOTE = {
+    "nonnegative": "Weights are constrained to be >= 0, so only features on which the suspect "
+                   "texts look more familiar count; weight > 0: a higher value of the feature "
+                   "points to the suspect set. ",
+    "paper": "Weights are unconstrained (the paper's): weight > 0, a higher value of the "
+             "feature points to the suspect set; weight < 0, a lower value does (the suspect "
+             "texts look less familiar on it). ",
+}
 
 
 def weights_table(data: dict) -> Table:
@@ -57,9 +86,7 @@ def weights_table(data: dict) -> Table:
     return Table(header=("feature", "weight", "suspect - reference"),
                  rows=tuple((k, Num(w[k]), Num(gaps[k], digits=2)) for k in order),
                  title="Feature weights (logistic regression on z-scored features)",
-                 notes=("Weights are constrained to be >= 0, so only features on which the "
-                        "suspect texts look more familiar count; weight > 0: a higher value of "
-                        "the feature points to the suspect set. "
+                 notes=(WEIGHTS_NOTE[classifier_of(data)] +
                         "suspect - reference: the difference of the sets' means in standard "
                         "deviations of the suspect set; every feature is higher for more "
                         "familiar text, so training moves them up.",),
@@ -92,9 +119,10 @@ def infer_page(data: dict) -> Page:
                  ("p-value", p_text(data["p_value"])),
                  ("false-positive check p-value",
                   "not run" if check is None else p_text(check)),
-                 ("alpha", f"{data['alpha']:g}"), ("features", str(len(data["features"]))),
+                 ("alpha", f"{data['alpha']:g}"), ("classifier", classifier_of(data)),
+                 ("features", str(len(data["features"]))),
                  ("seed", str(cfg["seed"])))),
-        Notice((EXPLAIN,)),
+        Notice((explain(classifier_of(data)),)),
         tests_table(data),
     ]
     curves = {"suspect vs reference": [(p["n"], p["p_value"]) for p in data["p_value_curve"]]}

@@ -3,9 +3,11 @@ dataset?"): was a whole set of texts (the suspect set) in the model's training d
 engine pass scores the suspect texts and texts of the same distribution known to be unseen
 (the reference set) with many membership features, each oriented so that higher = more
 member-like; a linear classifier fitted on one half of each set scores the other halves,
-and a one-sided Welch t-test asks whether suspect texts score higher. A false-positive
-check runs the same test on two halves of the reference set, where no difference should be
-found.
+and a one-sided t-test asks whether suspect texts score higher (`classifier`: pddkit's
+non-negative weights and Welch's test, or the paper's unconstrained fit and Student's). A
+false-positive check runs the same test on two halves of the reference set, where no
+difference should be found: halves of whole documents when the reference texts have a
+`group`, text by text otherwise.
 
 The statistics on the feature matrices (the test, its direction, the false-positive check
 and the verdict) live in evaluation/dataset_inference.py; this module scores the texts."""
@@ -24,9 +26,12 @@ import numpy as np
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.errors import PddkitError
 from pddkit.evaluation.dataset_inference import (
+    CLASSIFIERS,
     CLIP,
+    T_TESTS,
     Decision,
     FeatureMatrix,
+    check_classifier,
     decide,
     require_sizes,
 )
@@ -69,6 +74,8 @@ class InferenceResult:
         return {
             "study": "infer", "paper": PAPER, "pddkit_version": __version__,
             "verdict": d.verdict, "used_in_training": d.used_in_training, "alpha": d.alpha,
+            "classifier": d.classifier, "classifier_description": CLASSIFIERS[d.classifier],
+            "t_test": T_TESTS[d.classifier],
             "p_value": d.test.p_value,
             "false_positive_check_p_value": None if d.check is None else d.check.p_value,
             "less_familiar_p_value": d.less_familiar_p_value,
@@ -77,6 +84,7 @@ class InferenceResult:
             "features": list(self.features.names),
             "test": d.test.to_dict(),
             "false_positive_check": None if d.check is None else d.check.to_dict(),
+            "false_positive_check_split": None if d.check_split is None else d.check_split.to_dict(),
             "p_value_curve": [asdict(p) for p in d.curve],
             "false_positive_check_curve": [asdict(p) for p in d.check_curve],
             "configuration": self.config, "models": self.models, "notices": list(self.notices),
@@ -137,7 +145,7 @@ def _shared(suspect: Dataset, reference: Dataset) -> int:
 def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None = None,
                   mask_model: str | None = None, neighbors_file: str | None = None,
                   n_neighbors: int = 25, alpha: float = 0.05, false_positive_check: bool = True,
-                  seed: int = 0,
+                  seed: int = 0, classifier: str = "nonnegative",
                   text_field: str | None = None, cache: str | None = None,
                   batch_size: int | str = 8, max_length: int | None = None,
                   device: str = "auto", dtype: str = "auto", revision: str | None = None,
@@ -148,14 +156,19 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     features; `mask_model` (neighbours generated with it) or `neighbors_file` (the
     neighbors.jsonl an earlier `infer` with a mask model wrote, for the same suspect and
     reference texts) adds the perturbation feature `neighbor` over `n_neighbors` neighbours.
-    The verdict says "used in training" only when the test's p-value is below `alpha` and
-    the false-positive check's is not."""
+    `classifier`: "nonnegative" (non-negative weights on member-is-higher features, Welch's
+    test) or "paper" (Maini et al.'s unconstrained fit, per-set clipping, Student's test;
+    evaluation/dataset_inference.py says where pddkit's version differs from the authors'
+    code). The false-positive check keeps the reference texts of one `group` (document) on
+    one side when they have groups. The verdict says "used in training" only when the
+    test's p-value is below `alpha` and the false-positive check's is not."""
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
 
     t0 = time.perf_counter()
     if not 0 < alpha < 1:
         raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
+    check_classifier(classifier)
     if n_neighbors < 1:
         raise PddkitError(f"`n_neighbors` must be at least 1, not {n_neighbors}")
     sus, ref = _as_dataset(suspect, "suspect", text_field), _as_dataset(reference, "reference", text_field)
@@ -185,16 +198,20 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     names = tuple(scores)
     X = np.column_stack([scores[k] for k in names])
     n_s = len(sus.samples)
-    features = FeatureMatrix(names, X[:n_s], X[n_s:])
+    groups = tuple(s.group for s in ref.samples)
+    features = FeatureMatrix(names, X[:n_s], X[n_s:],
+                             groups if any(g is not None for g in groups) else None)
     t1 = time.perf_counter()
-    decision = decide(features, alpha, false_positive_check, seed)
-    logger.info("dataset inference: p = %.3g (%d suspect, %d reference texts, %d features)",
-                decision.test.p_value, n_s, len(ref.samples), len(names))
+    decision = decide(features, alpha, false_positive_check, seed, classifier)
+    logger.info("dataset inference (%s classifier): p = %.3g (%d suspect, %d reference texts, "
+                "%d features)", classifier, decision.test.p_value, n_s, len(ref.samples),
+                len(names))
     config = {"model": cfg.model, "suspect": sus.name, "reference": ref.name,
               "ref_model": cfg.ref_model, "freq": freq, "mask_model": mask_model,
               "neighbors_file": neighbors_file,
               "n_neighbors": n_neighbors if mask_model or neighbors_file else None, "alpha": alpha,
-              "false_positive_check": false_positive_check, "seed": seed, "clip": CLIP,
+              "false_positive_check": false_positive_check, "seed": seed,
+              "classifier": classifier, "clip": CLIP,
               "methods": cfg.methods, "batch_size": batch_size, "max_length": max_length,
               "device": device, "dtype": dtype, "cache": cache}
     return InferenceResult(decision, features, config, run.models, run.notices,
