@@ -1,5 +1,6 @@
 """The blind baseline: chance on a random split, high on two authors, folds by document,
-date features, no leak from the scored fold, and `pddkit blind`."""
+date and citation-year features, no leak from the scored fold, a warning that knows the
+sample size, and `pddkit blind`."""
 
 import json
 import random
@@ -15,15 +16,23 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 
-from pddkit.evaluation.blind import BlindBaseline, _NeighbourVote, verdict
+from pddkit.evaluation.blind import BlindBaseline, _NeighbourVote
 from pddkit.evaluation.blind_features import (
     STYLE_NAMES,
+    citation_years,
     count_matrix,
     date_features,
     style_features,
     years_in,
 )
 from pddkit.evaluation.blind_greedy import GRID, flag_score, greedy_select
+from pddkit.evaluation.blind_verdict import (
+    ALPHA,
+    MIN_AUC,
+    effective_units,
+    null_sd,
+    verdict_for,
+)
 from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
 
 
@@ -51,7 +60,7 @@ def test_chance_on_a_random_split():
     labels = np.array([random.Random(i).randint(0, 1) for i in range(len(texts))])
     auc = roc_auc_score(labels, BlindBaseline().cross_val_scores(texts, labels))
     assert abs(auc - 0.5) < 0.1, auc
-    v = verdict(auc)
+    v = verdict_for(auc, int(labels.sum()), int((labels == 0).sum()))
     assert not v.warn
     assert "found no shift" in v.sentence() and "do not differ" not in v.sentence()
 
@@ -62,8 +71,8 @@ def test_separates_two_authors():
     labels = np.array([1] * len(austen) + [0] * len(doyle))
     auc = roc_auc_score(labels, BlindBaseline().cross_val_scores(austen + doyle, labels))
     assert auc > 0.9, auc
-    v = verdict(auc)
-    assert v.warn and "prove little" in v.sentence()
+    v = verdict_for(auc, 150, 150)
+    assert v.warn and "prove little" in v.sentence() and "above chance (p = " in v.sentence()
 
 
 @pytest.mark.slow
@@ -191,7 +200,7 @@ def test_date_features_by_hand():
     assert new["full_date"] == new["month_with_year"] == 1.0 and "full_date" not in old
     assert "max_year>=2020" in new and "max_year>=2020" not in old and "max_year>=1998" in old
     assert new["decade=2020s"] == old["decade=1990s"] == 1.0
-    assert none == {"no_year": 1.0}
+    assert none == {"no_year": 1.0, "no_cite_year": 1.0}
     span = date_features("From 1914 to 1918 and in 6 March 1920.")
     assert "min_year>=1914" in span and "min_year>=1916" not in span and "max_year>=1920" in span
 
@@ -263,16 +272,20 @@ def test_cli_blind_end_to_end(tmp_path, capsys):
     auc = res["methods"]["blind"]["metrics"]["auc"]
     assert auc > 0.9, auc  # WikiMIA's dates: a shift the baseline must find
     assert f"AUC {auc:.3f}" in out and "prove little" in out
-    assert res["blind_baseline"]["warn"] is True
-    lo, hi = res["methods"]["blind"]["metrics"]["auc_ci"]
-    assert lo <= auc <= hi < 1.0 + 1e-9 and lo < hi
+    verdict = res["blind_baseline"]
+    assert verdict["warn"] is True and verdict["p"] < ALPHA and verdict["interval"][0] > 0.5
+    assert (verdict["n_members"], verdict["n_nonmembers"], verdict["unit"]) == (40, 40, "texts")
+    assert f"p = {verdict['p']:.1e}" in out  # the p-value in words, as results.json has it
     rows = [json.loads(line) for line in (tmp_path / "out" / "scores.jsonl").open()]
     assert [r["id"] for r in rows] == [f"t{i}" for i in idx]
-    assert all(0.0 <= r["blind"] <= 1.0 for r in rows)
+    # the scores written are the library's out-of-fold scores, in the table's order
+    own = BlindBaseline(seed=0).cross_val_scores([texts[i] for i in idx], y[idx])
+    np.testing.assert_allclose([r["blind"] for r in rows], own, rtol=1e-9)
 
 
 @pytest.mark.parametrize("rows, message", [
-    ([{"text": f"text number {i}"} for i in range(30)], "has no labels"),
+    ([{"text": f"text number {i}"} for i in range(30)],
+     "has no 'label' column (its columns: 'text'): the blind baseline needs members"),
     ([{"text": f"text number {i}", "label": 1} for i in range(30)], "has only members"),
     ([{"text": f"text number {i}", "label": int(i < 5)} for i in range(30)],
      "has 5 members and 25 non-members: the blind baseline needs at least 10 of each"),
@@ -282,9 +295,101 @@ def test_cli_blind_bad_input_is_one_sentence(tmp_path, capsys, rows, message):
     code, _out, err = run_cli(capsys, "blind", "--data", data)
     assert code == 1
     assert message in err and "Traceback" not in err
-    assert err.count("\n") == 1 and err.startswith("pddkit: error: ")
+    last = err.strip().splitlines()[-1]  # (a loader's note on the columns may come first)
+    assert err.count("pddkit: error: ") == 1 and last.startswith("pddkit: error: ")
+    assert message in last
 
 
 def test_cli_blind_needs_one_source(tmp_path, capsys):
     code, _, err = run_cli(capsys, "blind")
     assert code == 1 and "exactly one of --data and --benchmark" in err
+
+
+def test_citation_years_by_hand():
+    """The newest cited year, as Das et al. read arXiv papers: LaTeX keys (four digits, or
+    author + two digits), author-year citations and reference-list entries; never a year
+    that is not a citation, and a missing indicator when nothing is cited."""
+    latex = r"As in \cite{smith2019, lee20deep} and \citep[see][p.~3]{vaswani2017attention}."
+    assert citation_years(latex) == ([2019, 2020, 2017], True, False)
+    assert citation_years(r"\citet{BE} and \cite{b17,S98,resnet50}") == ([], True, False)
+    prose = ("Smith et al., 2019 showed it (Barello et al., 2018); see Jones (2021) and "
+             "(Conway 1976; Lee, 2020a).")
+    assert sorted(citation_years(prose)[0]) == [1976, 2018, 2019, 2020, 2021]
+    refs = "Intro.\n[12] A. Smith. Deep things. In NeurIPS, 2019.\n[13] B. Lee. More, 2021."
+    assert citation_years(refs) == ([2019, 2021], False, True)
+    for plain in ("Born in 1952 (in Paris), he fought 1914-1918.", "(May 2019) was wet.",
+                  "The 2019 season (born 1952) ended."):
+        assert citation_years(plain)[0] == [], plain
+    f = date_features(latex + " " + prose)
+    assert f["cite_max_year=2021"] == f["cite_max_year>=2020"] == f["latex_cite"] == 1.0
+    assert "cite_max_year>=2022" not in f and "no_cite_year" not in f
+    assert date_features("The band released its second album.") == {"no_year": 1.0,
+                                                                     "no_cite_year": 1.0}
+    assert "no_cite_year" not in date_features("x", citations=False)
+
+
+def test_verdict_knows_the_sample_size():
+    """The same AUC warns on many texts and not on few; the interval's lower end is above
+    0.5 exactly when the p-value is below ALPHA; a significant AUC below MIN_AUC is a
+    small shift without the warning; documents, not texts, count when grouped."""
+    assert verdict_for(0.62, 1000, 1000).warn and not verdict_for(0.62, 40, 40).warn
+    for n1, n0 in ((20, 20), (80, 80), (61, 99), (1000, 1000)):
+        for auc in np.linspace(0.5, 1.0, 201):
+            v = verdict_for(auc, n1, n0)
+            assert (v.low > 0.5) == (v.p < ALPHA) or abs(v.p - ALPHA) < 1e-3, (n1, n0, auc)
+            assert v.low <= auc <= v.high
+    small = verdict_for(0.54, 5000, 5000)
+    assert small.shift and not small.warn and "small shift" in small.sentence()
+    assert verdict_for(MIN_AUC, 5000, 5000).warn
+    groups = [f"d{i // 8}" for i in range(160)]
+    labels = [int(i // 8 < 10) for i in range(160)]
+    assert effective_units(labels, groups) == {"members": 10, "nonmembers": 10,
+                                               "unit": "documents"}
+    assert effective_units(labels, [str(i) for i in range(160)]) is None  # a text each
+    assert null_sd(10, 10) > 2.5 * null_sd(80, 80)
+
+
+def _documents(per_author=4, per_doc=8):
+    """20 documents of 8 paragraphs (one author each, 4 per author) and their ids."""
+    texts, groups = [], []
+    for author in ("Austen, Jane", "Carroll, Lewis", "Doyle, Arthur Conan", "Poe, Edgar Allan",
+                   "Wilde, Oscar"):
+        paras = [" ".join(p.split()[:40]) for p in author_paragraphs(author, per_author * per_doc)]
+        for d in range(per_author):
+            texts += paras[d * per_doc:(d + 1) * per_doc]
+            groups += [f"{author}-{d}"] * per_doc
+    return texts, groups
+
+
+@pytest.mark.slow
+def test_the_warning_fires_by_chance_at_most_at_its_rate_and_still_on_a_shift():
+    """Random member documents (10 of 20, 160 texts, grouped folds): the out-of-fold AUC
+    spreads so widely that a fixed 0.60 line is crossed in many draws; the verdict, which
+    counts documents, warns in at most its rate (ALPHA, with slack for 12 draws). The
+    same texts with members written by other authors than non-members still warn."""
+    texts, groups = _documents()
+    docs = sorted(set(groups))
+    model = BlindBaseline()
+    feats = model._features(texts)
+    model._features = lambda _texts: feats  # label-free features, computed once
+    rng = np.random.default_rng(0)
+    aucs, warns = [], 0
+    for _ in range(12):
+        members = set(rng.choice(len(docs), 10, replace=False).tolist())
+        y = np.array([int(docs.index(g) in members) for g in groups])
+        auc = roc_auc_score(y, model.cross_val_scores(texts, y, groups))
+        units = effective_units(y, groups)
+        assert units == {"members": 10, "nonmembers": 10, "unit": "documents"}
+        v = verdict_for(auc, units["members"], units["nonmembers"], units["unit"])
+        aucs.append(auc)
+        warns += v.warn
+    assert sum(a >= 0.60 for a in aucs) >= 3, aucs  # the old fixed line fires by chance
+    assert warns <= 1, (warns, aucs)                 # P(>= 2 of 12 at 2.5%) = 3.5%
+    y = np.array([int(g.startswith(("Austen", "Carroll")) or g in ("Doyle, Arthur Conan-0",
+                                                                  "Doyle, Arthur Conan-1"))
+                  for g in groups])
+    auc = roc_auc_score(y, model.cross_val_scores(texts, y, groups))
+    units = effective_units(y, groups)
+    assert units == {"members": 10, "nonmembers": 10, "unit": "documents"}
+    v = verdict_for(auc, units["members"], units["nonmembers"], units["unit"])
+    assert v.warn, (auc, v.p)

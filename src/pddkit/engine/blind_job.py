@@ -201,8 +201,11 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
     sel = slice(None) if test_idx is None else test_idx
     metrics = compute_metrics(scores[sel], labels[sel], n_bootstrap=config.n_bootstrap,
                               seed=config.seed)
+    from pddkit.evaluation.blind_verdict import run_units
+
     params: dict = {"folds": folds, "grouped_by_document": grouped}
     subsets = [s.subset for s in dataset.samples]
+    params.update(run_units(labels, _groups(dataset.samples), test_idx, subsets))
     per: dict = {}
     if breakdown(subsets):
         params["per_subset"] = "fitted within each subset (its own cross-validation)"
@@ -268,7 +271,7 @@ def _blind_memo(config: RunConfig, model, texts, labels, groups):
              "groups": None if groups is None else [str(g) for g in groups],
              "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
              "pddkit": __version__, "sklearn": package_version("scikit-learn")}
-    return Memo(Path(config.cache).expanduser()), result_key("blind", 2, parts)
+    return Memo(Path(config.cache).expanduser()), result_key("blind", 3, parts)
 
 
 class _Records(logging.Handler):

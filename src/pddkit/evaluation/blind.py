@@ -24,16 +24,16 @@ inside each outer training part, inner folds (grouped too) give every base model
 out-of-fold scores for each hyperparameter value; the value with the best inner AUC is
 kept, the meta model is fitted on those inner scores, the base models are refitted on the
 whole training part, and only then is the outer fold scored. Nothing is ever chosen or
-fitted on the scored fold. An AUC of at least 0.60 means the data separates members from
-non-members without any model, so detection AUCs on it prove little; a lower AUC means
-only that this baseline found no shift.
+fitted on the scored fold. Whether its AUC shows a shift, given the number of texts or
+documents, is decided in evaluation/blind_verdict.py (above chance for its sample size, and
+at least 0.55): then the data separates members from non-members without any model, so
+detection AUCs on it prove little; otherwise this baseline found no shift.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
@@ -44,36 +44,17 @@ from pddkit.evaluation.blind_greedy import GreedyWords
 
 logger = logging.getLogger(__name__)
 
-WARN_AUC = 0.60
 MIN_PER_CLASS = 10  # `pddkit blind` refuses fewer texts per class
 
 
-@dataclass(frozen=True)
-class BlindVerdict:
-    auc: float
-    warn: bool
-
-    def sentence(self) -> str:
-        if self.warn:
-            return (f"Warning: the blind baseline (no model, text features only) reaches AUC "
-                    f"{self.auc:.3f} >= {WARN_AUC:.2f}: members and non-members differ in what "
-                    "the texts say or how they are written (a distribution shift), so this data "
-                    "separates them without any model and the other AUCs here prove little.")
-        return (f"The blind baseline (no model) reaches AUC {self.auc:.3f} < {WARN_AUC:.2f}: "
-                "this baseline found no shift between members and non-members; a stronger "
-                "classifier might.")
-
-
-def verdict(auc: float) -> BlindVerdict:
-    return BlindVerdict(auc=float(auc), warn=bool(auc >= WARN_AUC))
-
-
 def require_blind_data(labels: Sequence[int | None], name: str,
-                       min_per_class: int = MIN_PER_CLASS) -> None:
-    """One sentence when the labels cannot support a cross-validated baseline."""
+                       min_per_class: int = MIN_PER_CLASS, unlabelled: str | None = None) -> None:
+    """One sentence when the labels cannot support a cross-validated baseline;
+    `unlabelled` says why a table gave no labels (its columns), when the loader knows."""
     if not len(labels) or any(v is None for v in labels):
-        raise PddkitError(f"{name} has no labels: the blind baseline needs members (label 1) "
-                          "and non-members (label 0)")
+        why = unlabelled or f"{name} has no labels"
+        raise PddkitError(f"{why}: the blind baseline needs members (label 1) and "
+                          "non-members (label 0)")
     y = np.asarray(labels)
     m, nm = int((y == 1).sum()), int((y == 0).sum())
     if m == 0 or nm == 0:
@@ -88,13 +69,14 @@ def require_blind_data(labels: Sequence[int | None], name: str,
 class _Features:
     """The label-free matrices of all texts, computed once; models slice rows per fold."""
 
-    def __init__(self, texts: list[str], max_features: int, word13: bool = False) -> None:
+    def __init__(self, texts: list[str], max_features: int, word13: bool = False,
+                 citations: bool = True) -> None:
         self.word12 = count_matrix(texts, "word", (1, 2), lowercase=True)
         self.word13 = count_matrix(texts, "word", (1, 3), lowercase=True) if word13 else None
         self.char35 = count_matrix(texts, "char_wb", (3, 5), lowercase=False)
         self.word12_bow = self.word12
         self.style = np.array([style_features(t) for t in texts])
-        self.dates, self.date_names = date_matrix(texts)
+        self.dates, self.date_names = date_matrix(texts, citations)
         self.max_features = max_features
 
 
@@ -236,7 +218,8 @@ class BlindBaseline:
 
     Grids are tuples of candidate values chosen per training part by `inner_splits`
     inner folds (an empty `greedy` or `neighbours_p` grid leaves that base model out);
-    `neighbours_k` is the number of neighbours that vote; `meta_C` is the meta
+    `neighbours_k` is the number of neighbours that vote; `citations` adds the newest
+    cited year to the date block (blind_features.citation_years); `meta_C` is the meta
     logistic regression's inverse regularisation.
     """
 
@@ -247,6 +230,7 @@ class BlindBaseline:
                  style_C: tuple[float, ...] = (0.1, 1.0),
                  neighbours_p: tuple[float, ...] = (2.0, 4.0, 8.0), neighbours_k: int = 50,
                  greedy: tuple[tuple[int, int], ...] = (),
+                 citations: bool = True,
                  meta_C: float = 1.0, max_features: int = 50000, seed: int = 0) -> None:
         self.n_splits = n_splits
         self.inner_splits = inner_splits
@@ -257,6 +241,7 @@ class BlindBaseline:
         self.neighbours_p = neighbours_p
         self.neighbours_k = neighbours_k
         self.greedy = greedy
+        self.citations = citations
         self.meta_C = meta_C
         self.max_features = max_features
         self.seed = seed
@@ -272,7 +257,8 @@ class BlindBaseline:
         return models
 
     def _features(self, texts: list[str]) -> _Features:
-        return _Features(texts, self.max_features, word13=bool(self.greedy))
+        return _Features(texts, self.max_features, word13=bool(self.greedy),
+                         citations=self.citations)
 
     def _fit_part(self, feats: _Features, y: np.ndarray, train: np.ndarray,
                   groups: np.ndarray | None):

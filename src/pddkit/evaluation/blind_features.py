@@ -4,7 +4,11 @@ fold from the training part alone.
 - `date_features`: the years and dates a text mentions (Das et al. 2024's date detection):
   every year 1000-2099 and its decade, the largest and smallest year, step indicators
   "largest year >= T" / "smallest year >= T" (so a linear model can learn a cut-off),
-  how many years, and whether a month appears with a year or a full date is written out.
+  how many years, and whether a month appears with a year or a full date is written out;
+  and the newest year the text cites (`citation_years`: LaTeX citation keys such as
+  `\\cite{vaswani2017attention}`, author-year citations, reference-list entries), as
+  Das et al. do for arXiv papers, with step indicators like the years' and a missing
+  indicator (`no_cite_year`) for the texts that cite nothing.
 - `FoldTfidf`: term counts of all texts are counted once (label-free); each fold's
   vocabulary (terms of its training texts, the `max_features` most frequent there), IDF,
   sublinear tf and l2 norm come from the training rows only, which equals fitting a
@@ -36,14 +40,66 @@ FULL_DATE_RE = re.compile(
 # Cut-offs for the step indicators: centuries before 1900, every second year after.
 THRESHOLDS = tuple(range(1100, 1900, 100)) + tuple(range(1900, 2100, 2))
 
+# Citations (Das et al.'s arXiv date detection: the newest year a paper cites).
+# LaTeX citation commands: \cite, \citep, \citet, \citealp, \parencite, \textcite, ...
+CITE_RE = re.compile(r"\\[A-Za-z]*cite[A-Za-z]*\*?\s*(?:\[[^\]]*\]\s*){0,2}\{([^{}]*)\}")
+KEY_YEAR4_RE = re.compile(r"(?<!\d)(1\d{3}|20\d{2})(?!\d)")
+# a two-digit year only in keys shaped author + 2 digits (+ words): smith19, he16deep
+KEY_YEAR2_RE = re.compile(r"^[A-Za-z][A-Za-z'_.:-]+?(\d{2})(?:[A-Za-z_.:-][A-Za-z_.:-]*)?$")
+# author-year citations outside brackets: "Smith et al., 2019", "et al. 2019a"
+ET_AL_RE = re.compile(r"\bet\s+al\.?,?\s*(1\d{3}|20\d{2})[a-z]?\b")
+BRACKETED_RE = re.compile(r"[(\[]([^()\[\]]{1,160})[)\]]")
+# one item of a bracketed citation: "(2019)", "(Smith, 2019; Lee 2020a)", "[SODA 2014]"
+CITE_ITEM_RE = re.compile(r"^\s*(?:([A-Z][^;]{0,80}?)[,\s]\s*)?(1\d{3}|20\d{2})[a-z]?\s*$")
+MONTH_ONLY_RE = re.compile(rf"^(?:{MONTHS})\.?$", re.IGNORECASE)
+# a reference-list entry: "[12] A. Smith. Title. 2019." or "\bibitem{key} ...", one line
+REFERENCE_LINE_RE = re.compile(r"^\s*(?:\[\d{1,3}\]|\\bibitem\b)", re.MULTILINE)
+
 
 def years_in(text: str) -> list[int]:
     """The years 1000-2099 a text mentions, in order of appearance."""
     return [int(y) for y in YEAR_RE.findall(text)]
 
 
-def date_features(text: str) -> dict[str, float]:
-    """Sparse named features of the years and dates in one text (see module docstring)."""
+def _key_year(key: str) -> int | None:
+    """The year in one citation key (vaswani2017attention, smith19), or None."""
+    found = KEY_YEAR4_RE.findall(key)
+    if found:
+        return max(int(y) for y in found)
+    m = KEY_YEAR2_RE.match(key)
+    if m:
+        d = int(m.group(1))
+        return 2000 + d if d <= 29 else 1900 + d if d >= 70 else None
+    return None
+
+
+def citation_years(text: str) -> tuple[list[int], bool, bool]:
+    """(years cited, a LaTeX citation command seen, a reference-list entry seen): years in
+    LaTeX citation keys (`\\cite{smith2019, lee20}`), author-year citations ("et al.,
+    2019", "(Smith 2019; Lee, 2020a)", a bare "(2019)" after a name) and reference-list
+    entries ("[12] ... 2019.", `\\bibitem`)."""
+    years: list[int] = []
+    commands = CITE_RE.findall(text)
+    for keys in commands:
+        years += [y for y in (_key_year(k.strip()) for k in keys.split(",")) if y is not None]
+    for inside in BRACKETED_RE.findall(text):
+        for item in inside.split(";"):
+            m = CITE_ITEM_RE.match(item)
+            if m and not (m.group(1) and MONTH_ONLY_RE.match(m.group(1).strip(" ,"))):
+                years.append(int(m.group(2)))
+    # "et al., 2019" outside brackets (inside them it is an item above)
+    years += [int(y) for y in ET_AL_RE.findall(BRACKETED_RE.sub(" ", text))]
+    entries = REFERENCE_LINE_RE.findall(text)
+    if entries:
+        for line in text.splitlines():
+            if REFERENCE_LINE_RE.match(line):
+                years += years_in(line)
+    return years, bool(commands), bool(entries)
+
+
+def date_features(text: str, citations: bool = True) -> dict[str, float]:
+    """Sparse named features of the years and dates in one text (see module docstring);
+    `citations=False` leaves out the cited years."""
     years = years_in(text)
     f: dict[str, float] = {}
     if not years:
@@ -69,6 +125,22 @@ def date_features(text: str) -> dict[str, float]:
         f[f"max_month_year_decade={max(month_years) // 10 * 10}s"] = 1.0
     if FULL_DATE_RE.search(text):
         f["full_date"] = 1.0
+    if not citations:
+        return f
+    cited, latex, references = citation_years(text)
+    if latex:
+        f["latex_cite"] = 1.0
+    if references:
+        f["reference_list"] = 1.0
+    if not cited:  # the missing indicator: most texts cite nothing
+        f["no_cite_year"] = 1.0
+    else:
+        newest = max(cited)
+        f["log_n_cite_years"] = math.log1p(len(cited))
+        f[f"cite_max_year={newest}"] = 1.0
+        for t in THRESHOLDS:
+            if newest >= t:
+                f[f"cite_max_year>={t}"] = 1.0
     return f
 
 
@@ -114,12 +186,13 @@ def style_features(text: str) -> list[float]:
             text.count(",") / n_words, text.count("(") / n_words, text.count("-") / n_words]
 
 
-def date_matrix(texts: Sequence[str]) -> tuple[sparse.csr_matrix, list[str]]:
+def date_matrix(texts: Sequence[str], citations: bool = True
+                ) -> tuple[sparse.csr_matrix, list[str]]:
     """[n, n_features] date features of all texts (label-free) and the feature names."""
     from sklearn.feature_extraction import DictVectorizer
 
     vec = DictVectorizer(sparse=True)
-    X = vec.fit_transform([date_features(t) for t in texts]).tocsr()
+    X = vec.fit_transform([date_features(t, citations) for t in texts]).tocsr()
     return X, list(vec.get_feature_names_out())
 
 

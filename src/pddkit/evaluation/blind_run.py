@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pddkit.evaluation.blind import WARN_AUC, BlindBaseline, require_blind_data, verdict
+from pddkit.evaluation.blind import BlindBaseline, require_blind_data
+from pddkit.evaluation.blind_verdict import run_units, verdict
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
 from pddkit.evaluation.subsets import breakdown, fitted_within
@@ -24,7 +25,8 @@ logger = logging.getLogger(__name__)
 def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
     """Out-of-fold blind-baseline scores and metrics of a labelled Dataset, as a RunResult
     with one method, `blind` (so results.json / scores.jsonl / reports work as for `run`)."""
-    require_blind_data([s.label for s in dataset.samples], dataset.name)
+    require_blind_data([s.label for s in dataset.samples], dataset.name,
+                       unlabelled=dataset.meta.get("unlabelled"))
     groups = [s.group for s in dataset.samples]
     use_groups = any(g is not None for g in groups)
     if use_groups:
@@ -38,6 +40,7 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
     params = {"folds": model.n_splits_used_, "grouped_by_document": use_groups,
               "chosen_per_fold": model.chosen_per_fold_}
     subsets = [s.subset for s in dataset.samples]
+    params.update(run_units(labels, groups if use_groups else None, None, subsets))
     notices: list[str] = []
     per: dict = {}
     if breakdown(subsets):  # fitted within each subset, its own cross-validation
@@ -54,6 +57,7 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
                         "neighbours_p": list(model.neighbours_p),
                         "neighbours_k": model.neighbours_k,
                         "greedy": [list(v) for v in model.greedy],
+                        "citations": model.citations,
                         "meta_C": model.meta_C, "max_features": model.max_features}}
     return RunResult(ids=tuple(s.id for s in dataset.samples), labels=tuple(int(v) for v in labels),
                      methods=(MethodResult("blind", "blind", params, scores, metrics, per),),
@@ -77,13 +81,17 @@ def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
                                             else "") + f", {result.timings['blind_baseline']:.1f} s")
     tprs = "  ".join(f"TPR@{t:.0%} {m.tpr[t]:.3f} [{m.tpr_ci[t].low:.3f}, {m.tpr_ci[t].high:.3f}]"
                      for t in sorted(m.tpr))
-    echo(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}]  {tprs}")
-    echo(verdict(m.auc).sentence())
+    echo(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}] (bootstrap of these "
+         f"scores)  {tprs}")
+    echo(result.blind.sentence())
+    per_units = params.get("subset_units") or {}
     for name, sub in result.methods[0].subsets.items():  # fitted within each subset
-        echo(f"  subset {name}: " + ("no AUC (one class, or too few texts to cross-validate)"
-                                     if sub is None else f"AUC {sub.auc:.3f} "
-                                     f"[{sub.auc_ci.low:.3f}, {sub.auc_ci.high:.3f}]"
-                                     + (f" (>= {WARN_AUC:.2f}: a shift)" if verdict(sub.auc).warn else "")))
+        if sub is None:
+            echo(f"  subset {name}: no AUC (one class, or too few texts to cross-validate)")
+            continue
+        v = verdict(sub, per_units.get(name))
+        echo(f"  subset {name}: AUC {sub.auc:.3f} [{v.low:.3f}, {v.high:.3f}], p = {v.p:.3g}"
+             + (": a shift" if v.warn else ": a small shift" if v.shift else ""))
     if output is not None:
         out = result.write(output)
         echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")

@@ -64,10 +64,10 @@ class RunResult:
     @property
     def blind(self):
         """The blind baseline's verdict (None when it did not run)."""
-        from pddkit.evaluation.blind import verdict
+        from pddkit.evaluation.blind_verdict import verdict
 
-        m = self.metrics().get("blind")
-        return None if m is None else verdict(m.auc)
+        m = next((m for m in self.methods if m.label == "blind"), None)
+        return None if m is None or m.metrics is None else verdict(m.metrics, m.params.get("units"))
 
     def best(self, key: str = "auc") -> str | None:
         """The detection method (the blind baseline excluded) best on `key`."""
@@ -78,15 +78,16 @@ class RunResult:
 
     def _blind_dict(self) -> dict | None:
         """The blind verdict; per subset too when the baseline was fitted within subsets."""
-        from pddkit.evaluation.blind import verdict
+        from pddkit.evaluation.blind_verdict import verdict
 
         if self.blind is None:
             return None
-        out = {"auc": self.blind.auc, "warn": self.blind.warn, "message": self.blind.sentence()}
-        per = next(m.subsets for m in self.methods if m.label == "blind")
-        if per:
-            out["subsets"] = {k: None if v is None else {"auc": v.auc, "warn": verdict(v.auc).warn}
-                              for k, v in per.items()}
+        out = {**self.blind.to_dict(), "message": self.blind.sentence()}
+        blind = next(m for m in self.methods if m.label == "blind")
+        units = blind.params.get("subset_units") or {}
+        if blind.subsets:
+            out["subsets"] = {k: None if v is None else verdict(v, units.get(k)).to_dict()
+                              for k, v in blind.subsets.items()}
         return out
 
     def to_dict(self) -> dict:

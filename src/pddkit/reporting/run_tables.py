@@ -82,17 +82,16 @@ def subset_table(results: dict, terminal: bool = False) -> Table | None:
 
 def blind_subset_warning(results: dict) -> str | None:
     """One sentence naming the subsets where the blind baseline, fitted within the subset,
-    reaches the warning AUC; None when none does."""
-    from pddkit.evaluation.blind import WARN_AUC
-
+    warns (evaluation/blind_verdict.py); None when none does."""
     per = (results.get("blind_baseline") or {}).get("subsets") or {}
-    hits = [f"{n} ({v['auc']:.3f})" for n, v in per.items() if v and v["warn"]]
+    hits = [f"{n} (AUC {v['auc']:.3f}" + (f", p = {v['p']:.2g})" if "p" in v else ")")
+            for n, v in per.items() if v and v["warn"]]
     if not hits:
         return None
     return (f"Warning: within subset{'s' if len(hits) > 1 else ''} {', '.join(hits)} the blind "
-            f"baseline (no model, fitted on that subset alone) reaches AUC >= {WARN_AUC:.2f}: "
-            "there members and non-members differ without any model, so the detection AUCs "
-            "there prove little.")
+            "baseline (no model, fitted on that subset alone) is above chance for its number "
+            "of texts: there members and non-members differ without any model, so the "
+            "detection AUCs there prove little.")
 
 
 def validation_table(results: dict) -> Table:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pddkit.evaluation.blind import WARN_AUC
+from pddkit.evaluation.blind_verdict import RULE as BLIND_RULE
 from pddkit.reporting.page import Config, Image, Links, Notice, Page, write_page
 from pddkit.reporting.table import Num, Table, best_cells, fmt, to_text
 
@@ -131,7 +131,7 @@ def summary_text(summary: dict) -> str:
     for table in tables(summary):
         lines += ["", *to_text(table)]
     lines.append("* = best detection method in the column; blind = model-free baseline "
-                 f"(a warning is raised at AUC >= {WARN_AUC:.2f})")
+                 f"({BLIND_RULE})")
     return "\n".join(lines + _blind_warnings(summary))
 
 

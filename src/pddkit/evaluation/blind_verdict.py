@@ -1,0 +1,158 @@
+"""The blind baseline's verdict: does its out-of-fold AUC show a shift between members and
+non-members, given how many texts (or documents) it had?
+
+Under random labels the out-of-fold AUC of a cross-validated classifier spreads more than
+a plain AUC on the same counts (the classifier is refitted on every fold, and it is refitted
+on labels that vary with the draw): `benchmarks/blind_null.py` measures its standard
+deviation at 1.0-1.4 times the Mann-Whitney null spread sqrt((n1 + n0 + 1) / (12 n1 n0)) on
+the calibration sets (WikiMIA-64 and Gutenberg paragraphs, 160 texts; WikiMIA-32, 40
+texts). `NULL_INFLATION` (1.6) is taken above all of them, so the test errs on the side of
+silence; on held-out sets it fired at the rates README "Blind baseline and reports" gives.
+
+- p-value: one-sided, P(Z >= (AUC - 0.5) / s0) with s0 = NULL_INFLATION x the
+  Mann-Whitney null spread: the chance of an AUC this high without any shift.
+- interval (95%): the AUCs A the observed one is compatible with, |AUC - A| <= 1.96 x
+  NULL_INFLATION x sd(A), sd(A) Hanley and McNeil's (1982) spread of an AUC of A (at
+  A = 0.5 the Mann-Whitney one); inverted like a score interval, so its lower end is above
+  0.5 exactly when p < 0.025.
+- warning: p < ALPHA (0.025: the interval's lower end above 0.5) and AUC >= MIN_AUC (0.55;
+  a shift this small leaves detection AUCs well above it meaningful). A significant AUC
+  below MIN_AUC is reported as a small shift without the warning.
+- units: with document ids (`group`) and grouped folds, a document's texts are not
+  independent, so n1 and n0 are the numbers of member and non-member documents (the
+  conservative end: their texts could be up to independent); otherwise texts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+NULL_INFLATION = 1.6  # out-of-fold null spread / Mann-Whitney null spread (see docstring)
+ALPHA = 0.025         # one-sided; the 95% interval's lower end above 0.5
+MIN_AUC = 0.55        # smallest AUC that warns
+Z95 = 1.959963984540054
+RULE = (f"a warning is raised when its AUC is above chance for the number of texts "
+        f"(p < {ALPHA}) and at least {MIN_AUC:.2f}")
+
+
+def null_sd(n1: int, n0: int, inflation: float = NULL_INFLATION) -> float:
+    """Spread of the out-of-fold AUC under random labels with n1 members, n0 non-members."""
+    return inflation * math.sqrt((n1 + n0 + 1) / (12.0 * n1 * n0))
+
+
+def auc_sd(auc, n1: int, n0: int, inflation: float = NULL_INFLATION):
+    """Hanley-McNeil spread of an AUC of `auc` (a float or an array), times `inflation`."""
+    a = np.clip(np.maximum(auc, 1.0 - np.asarray(auc, dtype=float)), 0.5, 1.0)  # symmetric
+    q1, q2 = a / (2.0 - a), 2.0 * a * a / (1.0 + a)
+    var = (a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0)
+    return inflation * np.sqrt(np.maximum(var, 0.0))
+
+
+def p_value(auc: float, n1: int, n0: int) -> float:
+    """One-sided p-value of an out-of-fold AUC this high without any shift."""
+    z = (auc - 0.5) / null_sd(n1, n0)
+    return 0.5 * math.erfc(z / math.sqrt(2.0))
+
+
+def interval(auc: float, n1: int, n0: int, steps: int = 2000) -> tuple[float, float]:
+    """95% interval: the AUCs A with |auc - A| <= 1.96 x auc_sd(A) next to `auc` on each
+    side (on a grid of 1/steps)."""
+    offsets = np.arange(1, steps + 1) / steps
+    bounds = []
+    for side in (-1.0, 1.0):
+        a = auc + side * offsets
+        a = a[(a >= 0.0) & (a <= 1.0)]
+        inside = np.abs(auc - a) <= Z95 * auc_sd(a, n1, n0) + 1e-12
+        first_out = int(np.argmin(inside)) if not inside.all() else len(a)
+        bounds.append(a[first_out - 1] if first_out else auc)
+    return float(max(bounds[0], 0.0)), float(min(bounds[1], 1.0))
+
+
+@dataclass(frozen=True)
+class BlindVerdict:
+    auc: float
+    low: float
+    high: float
+    p: float
+    n_members: int
+    n_nonmembers: int
+    unit: str  # "texts" or "documents"
+    warn: bool
+    shift: bool  # above chance (p < ALPHA), whatever the size
+
+    def sentence(self) -> str:
+        head = (f"The blind baseline (no model, text features only) reaches AUC {self.auc:.3f} "
+                f"[{self.low:.3f}, {self.high:.3f}] on {self.n_members} member and "
+                f"{self.n_nonmembers} non-member {self.unit}")
+        if self.warn:
+            return (f"Warning: {head[0].lower()}{head[1:]}: above chance (p = {_p(self.p)}): "
+                    "members and non-members differ without the model (a distribution "
+                    "shift in what the texts say or how they are written), so the other AUCs "
+                    "here prove little.")
+        if self.shift:
+            return (f"{head}: above chance (p = {_p(self.p)}) but below {MIN_AUC:.2f}: a small "
+                    "shift between members and non-members; detection AUCs well above it "
+                    "still mean something.")
+        return (f"{head}: not above chance (p = {_p(self.p)}): this baseline found no shift "
+                "between members and non-members; a stronger classifier might.")
+
+    def to_dict(self) -> dict:
+        return {"auc": self.auc, "interval": [self.low, self.high], "p": self.p,
+                "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
+                "unit": self.unit, "shift": self.shift, "warn": self.warn}
+
+
+def _p(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def verdict_for(auc: float, n1: int, n0: int, unit: str = "texts") -> BlindVerdict:
+    """The verdict on an out-of-fold AUC with n1 member and n0 non-member units."""
+    auc = float(auc)
+    p = p_value(auc, n1, n0)
+    low, high = interval(auc, n1, n0)
+    shift = p < ALPHA
+    return BlindVerdict(auc=auc, low=low, high=high, p=p, n_members=int(n1),
+                        n_nonmembers=int(n0), unit=unit, warn=shift and auc >= MIN_AUC,
+                        shift=shift)
+
+
+def verdict(metrics, units: dict | None = None) -> BlindVerdict:
+    """The verdict on a Metrics; `units` ({"members", "nonmembers", "unit"}, from
+    `effective_units`) when the units are documents rather than the metrics' texts (and
+    only where both classes have one: else the texts')."""
+    if units and units["members"] and units["nonmembers"]:
+        return verdict_for(metrics.auc, units["members"], units["nonmembers"], units["unit"])
+    return verdict_for(metrics.auc, metrics.n_members, metrics.n_nonmembers)
+
+
+def effective_units(labels, groups) -> dict | None:
+    """{"members", "nonmembers", "unit": "documents"}: the distinct documents among the
+    members and among the non-members; None without groups, or when every document holds
+    one text (the units are then the texts)."""
+    if groups is None or len(set(groups)) == len(groups):
+        return None
+    members = {g for g, y in zip(groups, labels) if int(y) == 1}
+    nonmembers = {g for g, y in zip(groups, labels) if int(y) == 0}
+    return {"members": len(members), "nonmembers": len(nonmembers), "unit": "documents"}
+
+
+def run_units(labels, groups, test_idx=None, subsets=None) -> dict:
+    """The verdict's units of a run's blind baseline, for MethodResult.params: `units`
+    (of the texts its metrics are on, the test part when validating) and, when the data
+    has subsets, `subset_units` per subset; {} without groups."""
+    from pddkit.evaluation.subsets import breakdown, subset_indices
+
+    if groups is None:
+        return {}
+    y, g = np.asarray(labels), np.asarray(groups, dtype=object)
+    sel = np.arange(len(y)) if test_idx is None else np.asarray(test_idx, dtype=int)
+    out: dict = {"units": effective_units(y[sel], list(g[sel]))}
+    names = breakdown(subsets) if subsets is not None else []
+    if names:
+        out["subset_units"] = {name: effective_units(y[idx], list(g[idx])) for name, idx in
+                               subset_indices(subsets, names, test_idx).items()}
+    return out
