@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
 from pddkit.engine.passes import PassContext, run_passes
 from pddkit.engine.plan import Plan
-from pddkit.methods.base import MethodCall
+from pddkit.methods.base import MethodCall, fallback_line
 from pddkit.stats import Observation, TokenStats
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,14 +52,36 @@ def method_scores(call: MethodCall, obs: list[Observation]) -> np.ndarray:
     return scores
 
 
+def fallback_counts(call: MethodCall, obs: list[Observation]) -> dict[str, int]:
+    """How many texts each of the method's fallbacks scored (methods/base.py), by reason."""
+    out: dict[str, int] = {}
+    if call.spec.fallback is None:
+        return out
+    for o in obs:
+        why = call.fallback(o)
+        if why is not None:
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
 def score(ctx: PassContext, plan: Plan) -> ScoreTable:
-    """Run the plan's passes, then every method call on the observations."""
+    """Run the plan's passes, then every method call on the observations; each method
+    fallback that scored some texts is counted (counts["fallbacks"]: label -> reason ->
+    texts) and is a notice with the share of texts."""
     import time
 
     run_passes(ctx, plan.passes())
     t0 = time.perf_counter()
     obs = observations(ctx)
     scores = {c.label: method_scores(c, obs) for c in plan.calls}
+    fallbacks = {c.label: n for c in plan.calls if (n := fallback_counts(c, obs))}
+    if fallbacks:
+        ctx.counts["fallbacks"] = fallbacks
+        for label, per in fallbacks.items():
+            for why, n in per.items():
+                line = fallback_line(label, why, n, len(obs))
+                logger.warning(line)
+                ctx.notices.append(line)
     ctx.timings["methods"] = time.perf_counter() - t0
     return ScoreTable(calls=plan.calls, scores=scores, target=tuple(ctx.fields["target"]),
                       log_freq=ctx.fields.get("log_freq"), extras=dict(ctx.extras),

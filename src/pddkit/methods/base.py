@@ -2,7 +2,12 @@
 
 Higher score = more likely a member (SPEC section 1). A method declares the inputs it
 needs beyond the target model's statistics; the engine computes the union of all needs
-once.
+once. A method whose formula has a fallback (SPEC: surp's empty token set, a neighbour set
+smaller than asked) declares a second pure function with the same hyperparameters,
+`fallback(obs, *, hyper=default) -> str | None`: None when the text was scored by the
+formula itself, else a clause saying what happened and what the score is instead. The
+engine counts the clauses and reports each as a notice with the share of texts affected
+(`fallback_line`); nothing is recorded as a side effect of scoring.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class MethodSpec:
     requires: frozenset[str] = frozenset()  # backend capabilities the method reads
     grid: Grid | None = None  # every text x every hyperparameter value, for validation
     text_requires: frozenset[str] = frozenset()  # what the script must have (TEXT_REQUIREMENTS)
+    fallback: Callable[..., str | None] | None = None  # the module docstring
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,15 @@ class MethodCall:
 
     def __call__(self, obs: Observation) -> float:
         return float(self.spec.fn(obs, **self.params))
+
+    def fallback(self, obs: Observation) -> str | None:
+        """The clause naming the fallback `obs` was scored by, or None (the formula itself)."""
+        return None if self.spec.fallback is None else self.spec.fallback(obs, **self.params)
+
+
+def fallback_line(label: str, reason: str, n: int, total: int) -> str:
+    """One notice: how many texts, and what share, a method scored by a fallback."""
+    return f"{label}: {n} of {total} texts ({n / max(total, 1):.0%}) {reason}"
 
 
 METHODS: Registry[MethodSpec] = Registry("method")
@@ -119,12 +134,13 @@ METHODS.set_loader(_load_builtin)
 
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
-                    summary: str):
+                    summary: str, fallback: Callable[..., str | None] | None = None):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
     without it skips the method); `grid` scores every text at every value of some of its
-    hyperparameters at once, for validation."""
+    hyperparameters at once, for validation; `fallback` says which texts a fallback of the
+    formula scored (module docstring), with the method's own hyperparameters."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -135,8 +151,15 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
         if grid is not None and not set(grid.values) <= set(defaults):
             raise ValueError(f"method {name}: grid parameters {sorted(set(grid.values) - set(defaults))} "
                              "are not its hyperparameters")
+        if fallback is not None:
+            theirs = {k: p.default for k, p in inspect.signature(fallback).parameters.items()
+                      if p.kind is p.KEYWORD_ONLY}
+            if theirs != defaults:
+                raise ValueError(f"method {name}: its fallback takes {theirs}, not its "
+                                 f"hyperparameters {defaults}")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
-                                     frozenset(requires), grid, frozenset(text_requires)))
+                                     frozenset(requires), grid, frozenset(text_requires),
+                                     fallback))
         return fn
 
     return deco

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pddkit.methods.base import register_method
+from pddkit.methods.base import n_lowest, register_method
 from pddkit.methods.grid import Grid, Padded, _lowest_means
 from pddkit.methods.mink import K_GRID, mean_of_lowest
 from pddkit.stats import Observation
@@ -23,8 +23,24 @@ def minkpp_grid(P: Padded, log_freq, k: Sequence[float]) -> np.ndarray:
     return _lowest_means(zscores(P.L, P.H, P.M2), P.n, k)
 
 
+def minkpp_fallback(obs: Observation, *, k: float = 0.2) -> str | None:
+    """A text whose lowest-k z-scores include a token with a (near) one-point predicted
+    distribution: its variance is floored at VAR_FLOOR, so its z-score is not the paper's."""
+    t = obs.target
+    H, M2 = (np.asarray(a, dtype=np.float64) for a in (t.H, t.M2))
+    floored = M2 - H * H < VAR_FLOOR
+    if not floored.any():
+        return None
+    z = zscores(t.L, H, M2)
+    m = n_lowest(k, z.shape[0])
+    if not floored[np.argpartition(z, m - 1)[:m]].any():
+        return None
+    return (f"have a token among their lowest k={k:g} z-scores whose predicted distribution has "
+            f"variance below {VAR_FLOOR:g}: its variance is floored at {VAR_FLOOR:g}")
+
+
 @register_method("minkpp", requires=("full_distribution",), grid=Grid({"k": K_GRID}, minkpp_grid),
-                 paper="Zhang et al. 2025",
+                 paper="Zhang et al. 2025", fallback=minkpp_fallback,
                  summary="Min-K% over z_i = (L_i + H_i) / sqrt(M2_i - H_i^2)")
 def minkpp(obs: Observation, *, k: float = 0.2) -> float:
     t = obs.target

@@ -13,7 +13,29 @@ from pddkit.methods.base import Need, register_method
 from pddkit.stats import Observation
 
 
+def _neighbours(obs: Observation, n_neighbors: int, top_k: int, dropout: float,
+                seed: int) -> tuple:
+    """The neighbours' statistics the score averages over: the first n_neighbors."""
+    from pddkit.resources.neighbors import NeighborParams
+
+    nbs = obs.neighbors
+    if isinstance(nbs, Mapping):
+        nbs = nbs[NeighborParams(int(top_k), float(dropout), int(seed))]
+    return tuple(nbs[:n_neighbors])
+
+
+def neighbor_fallback(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10,
+                      dropout: float = 0.7, seed: int = 0) -> str | None:
+    """A text with fewer neighbours than asked for (too few replaceable words, or a
+    neighbours file or data set holding fewer): scored against those it has."""
+    if len(_neighbours(obs, n_neighbors, top_k, dropout, seed)) >= n_neighbors:
+        return None
+    return (f"have fewer than n_neighbors={n_neighbors} neighbours (too few replaceable "
+            "words, or fewer given): scored against the neighbours they have")
+
+
 @register_method("neighbor", needs=(Need.NEIGHBORS,), paper="Mattern et al. 2023",
+                 fallback=neighbor_fallback,
                  summary="mean L(text) - mean over neighbours of mean L(neighbour)")
 def neighbor(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10, dropout: float = 0.7,
              seed: int = 0) -> float:
@@ -27,13 +49,9 @@ def neighbor(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10, dropou
 
     `obs.neighbors` maps (top_k, dropout, seed) to the neighbours' statistics, best first
     (the pipeline generates each distinct set once, for its largest n_neighbors); the first
-    n_neighbors are used. A plain tuple (hand-made observations) is used for any set."""
-    from pddkit.resources.neighbors import NeighborParams
-
-    nbs = obs.neighbors
-    if isinstance(nbs, Mapping):
-        nbs = nbs[NeighborParams(int(top_k), float(dropout), int(seed))]
-    nbs = nbs[:n_neighbors]
+    n_neighbors are used. A plain tuple (hand-made observations) is used for any set. A
+    text with fewer neighbours uses those it has (counted: neighbor_fallback)."""
+    nbs = _neighbours(obs, n_neighbors, top_k, dropout, seed)
     assert nbs
     own = float(np.mean(obs.target.L, dtype=np.float64))
     return own - float(np.mean([np.mean(nb.L, dtype=np.float64) for nb in nbs]))

@@ -35,19 +35,45 @@ def surp_grid(P: Padded, log_freq, entropy_threshold: Sequence[float],
     return out
 
 
-@register_method("surp", requires=("full_distribution",), grid=Grid(GRID, surp_grid),
-                 paper="Zhang & Wu 2024",
-                 summary="mean L_i over tokens with H_i < threshold and L_i < k-th percentile")
-def surp(obs: Observation, *, entropy_threshold: float = 2.0, k: float = 40.0) -> float:
+def surprising(L: np.ndarray, H: np.ndarray, entropy_threshold: float,
+               k: float) -> tuple[np.ndarray, int]:
+    """(S as a mask over the tokens, fallback level): level 0 is the paper's set
+    {H < threshold, L < t_k} (t_k the k-th percentile of L, numpy's linear interpolation);
+    level 1, none of the tokens below t_k has low entropy: S = {L < t_k}; level 2, no token
+    is below t_k (one token, all L equal, or k = 0): S = every token (SPEC section 3)."""
     if not 0 <= k <= 100:
         raise PddkitError(f"k is a percentile and must be in [0, 100], not {k}")
-    L = np.asarray(obs.target.L, dtype=np.float64)
-    H = np.asarray(obs.target.H, dtype=np.float64)
-    t = np.percentile(L, k)  # linear interpolation, numpy's default
-    low = L < t
+    low = L < np.percentile(L, k)
     chosen = low & (H < entropy_threshold)
-    if not chosen.any():
-        chosen = low
-    if not chosen.any():
-        return float(L.mean())
+    if chosen.any():
+        return chosen, 0
+    if low.any():
+        return low, 1
+    return np.ones_like(low), 2
+
+
+def _arrays(obs: Observation) -> tuple[np.ndarray, np.ndarray]:
+    return (np.asarray(obs.target.L, dtype=np.float64), np.asarray(obs.target.H, dtype=np.float64))
+
+
+def surp_fallback(obs: Observation, *, entropy_threshold: float = 2.0,
+                  k: float = 40.0) -> str | None:
+    """Which of surp's fallbacks scored `obs` (None: the paper's token set was not empty)."""
+    level = surprising(*_arrays(obs), entropy_threshold, k)[1]
+    if level == 1:
+        return (f"have no token with entropy below {entropy_threshold:g} among their tokens "
+                f"below the {k:g}th percentile of log-probability: scored by the mean "
+                "log-probability of those low tokens instead")
+    if level == 2:
+        return (f"have no token below the {k:g}th percentile of their log-probabilities "
+                "(one token, or all equal): scored by the mean log-probability of all tokens")
+    return None
+
+
+@register_method("surp", requires=("full_distribution",), grid=Grid(GRID, surp_grid),
+                 paper="Zhang & Wu 2024", fallback=surp_fallback,
+                 summary="mean L_i over tokens with H_i < threshold and L_i < k-th percentile")
+def surp(obs: Observation, *, entropy_threshold: float = 2.0, k: float = 40.0) -> float:
+    L, H = _arrays(obs)
+    chosen, _ = surprising(L, H, entropy_threshold, k)
     return float(L[chosen].mean())

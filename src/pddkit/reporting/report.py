@@ -69,6 +69,15 @@ def run_summary(results: dict) -> Summary:
     return Summary(tuple(lines))
 
 
+def fallbacks(counts: dict) -> list[str]:
+    """One sentence per method fallback that scored some texts, with their share."""
+    from pddkit.methods.base import fallback_line
+
+    n = counts.get("samples", 0)
+    return [fallback_line(label, why, k, n) for label, per in (counts.get("fallbacks") or {}).items()
+            for why, k in per.items()]
+
+
 def truncation(counts: dict) -> list[str]:
     """One sentence per pass that cut texts to the context; empty when none was cut."""
     n = counts.get("samples", "?")
@@ -190,6 +199,9 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     cut = truncation(counts)
     if cut:
         blocks.append(Notice(tuple(cut), kind="warn", id="truncation", lead="Truncated texts."))
+    fell = fallbacks(counts)
+    if fell:
+        blocks.append(Notice(tuple(fell), kind="warn", id="fallbacks", lead="Method fallbacks."))
     blind = results.get("blind_baseline")
     if blind:
         blocks.append(Notice((blind["message"],), kind="warn" if blind["warn"] else "ok",
