@@ -414,6 +414,19 @@ def test_documents_too_few_for_two_halves_is_one_sentence():
         decide(FeatureMatrix(NAMES, X, X, groups))
 
 
+def test_documents_too_few_for_two_halves_on_the_command_line(tmp_path, capsys):
+    """Said before any model loads (NO_MODEL), with the flag that turns the check off."""
+    s = write_jsonl(tmp_path / "s.jsonl", [{"text": f"suspect text {i}"} for i in range(10)])
+    r = write_jsonl(tmp_path / "r.jsonl", [{"text": f"reference text {i}",
+                                            "group": "long" if i < 17 else "short"}
+                                           for i in range(20)])
+    code, _, err = run_cli(capsys, "infer", "--model", NO_MODEL, "--suspect", s, "--reference", r,
+                           "--output", tmp_path / "o")
+    assert code == 1, err
+    assert "its 20 texts from 2 documents give halves of" in err
+    assert "or --no-false-positive-check" in err.splitlines()[-1], err
+
+
 # ---- bad input, before any model loads --------------------------------------------------
 
 def test_shared_texts_are_refused_with_the_count(tmp_path, capsys):

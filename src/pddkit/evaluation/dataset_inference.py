@@ -262,6 +262,21 @@ def reference_halves(n_reference: int, seed: int = 0,
                             sum(g is None for g in groups))
 
 
+def check_halves(n_reference: int, seed: int = 0,
+                 groups: Sequence[str | None] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, CheckSplit]:
+    """`reference_halves`, or one sentence when a half made of whole documents holds fewer
+    than 2 * MIN_PER_HALF texts."""
+    a, b, split = reference_halves(n_reference, seed, groups)
+    if min(len(a), len(b)) < 2 * MIN_PER_HALF:
+        raise PddkitError(
+            f"the false-positive check splits the reference set by document (`group`), but "
+            f"its {n_reference} texts from {sum(split.groups)} documents give halves of "
+            f"{len(a)} and {len(b)} texts, and each needs at least {2 * MIN_PER_HALF}; "
+            "give more reference documents or `false_positive_check=False`")
+    return a, b, split
+
+
 def split_reference(reference: np.ndarray, seed: int = 0,
                     groups: Sequence[str | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The reference set cut into two halves (`reference_halves`): a pretend suspect set and
@@ -304,13 +319,7 @@ def decide(features: FeatureMatrix, alpha: float = 0.05, false_positive_check: b
     check, check_curve, split = None, (), None
     if false_positive_check:
         groups = features.reference_groups
-        a, b, split = reference_halves(len(R), seed, groups)
-        if min(len(a), len(b)) < 2 * MIN_PER_HALF:
-            raise PddkitError(
-                f"the false-positive check splits the reference set by document (`group`), but "
-                f"its {len(R)} texts from {sum(split.groups)} documents give halves of "
-                f"{len(a)} and {len(b)} texts, and each needs at least {2 * MIN_PER_HALF}; "
-                "give more reference documents or `false_positive_check=False`")
+        a, b, split = check_halves(len(R), seed, groups)
         check = false_positive_test(R, names, seed, groups=groups, classifier=classifier)
         check_curve = tuple(
             CurvePoint(n, false_positive_test(R, names, seed, n, groups, classifier).p_value)

@@ -32,6 +32,7 @@ from pddkit.evaluation.dataset_inference import (
     Decision,
     FeatureMatrix,
     check_classifier,
+    check_halves,
     decide,
     require_sizes,
 )
@@ -178,6 +179,10 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
                           f"the {len(ref.samples)} reference texts (after folding whitespace); "
                           "the reference set must hold texts the model never saw")
     require_sizes(len(sus.samples), len(ref.samples), false_positive_check)
+    groups = tuple(s.group for s in ref.samples)
+    groups = groups if any(g is not None for g in groups) else None
+    if false_positive_check:  # documents too few for two halves: said before any model loads
+        check_halves(len(groups or ref.samples), seed, groups)
     samples = [Sample(id=f"{role}:{s.id}", text=s.text, source=s.source)
                for role, d in (("suspect", sus), ("reference", ref)) for s in d.samples]
     both = make_dataset("suspect + reference", samples, [],
@@ -198,9 +203,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     names = tuple(scores)
     X = np.column_stack([scores[k] for k in names])
     n_s = len(sus.samples)
-    groups = tuple(s.group for s in ref.samples)
-    features = FeatureMatrix(names, X[:n_s], X[n_s:],
-                             groups if any(g is not None for g in groups) else None)
+    features = FeatureMatrix(names, X[:n_s], X[n_s:], groups)
     t1 = time.perf_counter()
     decision = decide(features, alpha, false_positive_check, seed, classifier)
     logger.info("dataset inference (%s classifier): p = %.3g (%d suspect, %d reference texts, "
