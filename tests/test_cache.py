@@ -151,8 +151,58 @@ def test_stray_temporary_and_broken_files_are_ignored(tmp_path, caplog):
     store = StatsStore.open(tmp_path)
     assert len(store) == 1 and store.get(["1" * 64])["1" * 64].ids.tolist() == [5]
     assert "skipping unreadable cache shard" in caplog.text
+    assert sorted(store.skipped) == ["shard-0-0-broken.npz", "shard-0-1-broken.npz"]
     info = cache_info(tmp_path)
-    assert (info.shards, info.entries, info.unfinished) == (1, 1, 1)
+    assert (info.shards, info.entries, info.unfinished, info.unreadable) == (1, 1, 1, 2)
+    assert any("2 unreadable shards" in line for line in info.lines())
+
+
+def damage(shard: Path, member: str) -> None:
+    """Overwrite the middle of one array of a shard (its CRC no longer matches)."""
+    import zipfile
+
+    with zipfile.ZipFile(shard) as z:
+        info = z.getinfo(member + ".npy")
+    data = bytearray(shard.read_bytes())
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + info.compress_size // 2
+    data[start:start + 8] = b"\xff" * 8
+    shard.write_bytes(bytes(data))
+
+
+def test_a_shard_whose_arrays_cannot_be_read_is_skipped_and_its_texts_computed_again(tmp_path, caplog):
+    fake = FakeBackend()
+    ids = [[1, 2, 3], [4, 5], [6]]
+    first = CachingBackend(fake, StatsStore.open(tmp_path)).stats_for_ids(ids, [False] * 3)
+    gc.collect()
+    (shard,) = shards(tmp_path)
+    damage(shard, "L")  # its index still reads: the damage shows when the statistics are read
+    again = FakeBackend()
+    backend = CachingBackend(again, StatsStore.open(tmp_path))
+    out = backend.stats_for_ids(ids, [False] * 3)
+    assert again.calls == [ids] and all(same_bits(a, b) for a, b in zip(out, first))
+    assert backend.store.skipped == [shard.name] and "unreadable cache shard" in caplog.text
+    assert "1 unreadable shard(s) skipped" in backend.notices()[0]
+    backend.close()
+    third = FakeBackend()  # the recomputed entries were stored anew
+    assert CachingBackend(third, StatsStore.open(tmp_path)).stats_for_ids(ids, [False] * 3)
+    assert third.calls == []
+
+
+def test_a_shard_whose_arrays_do_not_fit_together_is_skipped_and_a_copy_elsewhere_served(tmp_path):
+    st = TokenStats.from_lists([7, 8], [-1.0, -2.0])
+    a, b = StatsStore.open(tmp_path), StatsStore.open(tmp_path)  # two writers, the same entry
+    for store in (a, b):
+        store.put("1" * 64, st)
+        store.close()
+    bad, _ = shards(tmp_path)  # the one the index serves it from
+    with np.load(bad) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["offsets"] = arrays["offsets"] + np.array([0, 5])  # points past the ids
+    with open(bad, "wb") as f:
+        np.savez(f, **arrays)
+    store = StatsStore.open(tmp_path)
+    got = store.get(["1" * 64])["1" * 64]
+    assert same_bits(got, st) and store.skipped == [bad.name]
 
 
 def test_clear_removes_only_its_own_files(tmp_path):

@@ -160,10 +160,17 @@ def test_memo_files_that_cannot_be_read_are_ignored(tmp_path):
     assert arrays["scores"].tolist() == [0.0, 1.0, 2.0] and meta == {"folds": 5}
     (tmp_path / "memo" / "blind" / "r.npz").write_bytes(b"garbage")
     assert memo.get_result("blind", "r") is None
+    (tmp_path / "memo" / "blind" / "r.npz").write_bytes(b"PK\x03\x04 a zip cut short")
+    assert memo.get_result("blind", "r") is None
     memo.put_encodings("e", ["a", "b"], [[1, 2], [3]], [False, True])
     (tmp_path / "memo" / "encodings" / "e-broken.npz").write_bytes(b"garbage")
-    known = Memo(tmp_path).encodings("e")
-    assert len(known) == 2
+    (tmp_path / "memo" / "encodings" / "e-cut.npz").write_bytes(b"PK\x03\x04 a zip cut short")
+    np.savez(tmp_path / "memo" / "encodings" / "e-odd.npz", texts=np.array(["c" * 64], dtype="S64"),
+             lengths=np.array([5]), ids=np.array([1, 2]), truncated=np.array([False]))
+    again = Memo(tmp_path)
+    known = again.encodings("e")
+    assert len(known) == 2 and len(again.skipped) == 3  # the odd one's lengths overrun its ids
+    assert len(memo.skipped) == 3  # facts, two blind results
     assert result_key("blind", 1, {"a": 1}) != result_key("blind", 2, {"a": 1})
 
 
@@ -210,3 +217,50 @@ def test_the_figure_memo_keys_on_method_order_and_creates_no_foreign_cache(tmp_p
     other = _FigureMemo.of(str(cache), labels[::-1].copy(), {"x": a, "y": b})
     assert other.png("roc", draw("labels")) == b"labels"
     assert drawn == ["m", "xy", "yx", "labels"]
+
+
+@pytest.mark.slow
+def test_a_run_with_unreadable_shards_skips_them_and_gives_the_same_scores(model_dir, tmp_path):
+    from test_cache import damage
+
+    cfg = config(model_dir, tmp_path / "cache", blind=False)
+    first = run_dataset(dataset(), cfg)
+    (shard,) = (tmp_path / "cache").glob("shard-*.npz")
+    damage(shard, "L")  # an array overwritten: found when it is read (cut short: test_cache.py)
+    again = run_dataset(dataset(), cfg)
+    assert again.counts["cache"]["target pass"] == {"hits": 0, "misses": 12}
+    for a, b in zip(first.methods, again.methods):
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert any("unreadable shard(s) skipped" in n for n in again.notices)
+
+
+def test_memo_spans_are_stored_compactly_and_counted_by_cache_info(tmp_path):
+    from pddkit.cache import StatsStore, cache_info
+
+    StatsStore.open(tmp_path).close()
+    memo = Memo(tmp_path)
+    n, span = 2000, "ünïcode span, long " * 250  # one 4,750-character span among 2,000 texts
+    texts = [f"text {i}" for i in range(n)]
+    ids = [[i, i + 1] for i in range(n)]
+    cut = [i == 7 for i in range(n)]
+    memo.put_encodings("k", texts, ids, cut, ["" if not c else span for c in cut])
+    (enc,) = (tmp_path / "memo" / "encodings").iterdir()
+    # per text: digest 64, length 8, two ids 16, flag 1, offset 8 bytes; the span's UTF-8 once
+    # (fixed-width UTF-32 spans would cost n x 4,750 x 4 = 38 MB)
+    assert enc.stat().st_size < n * 100 + len(span.encode()) + 4096
+    assert Memo(tmp_path).span("k", ids[7]) == span and Memo(tmp_path).span("k", ids[8]) is None
+    info = cache_info(tmp_path)
+    assert info.memo_files == 1 and info.memo_bytes == enc.stat().st_size
+    assert any(line.startswith("memo: 1 files") for line in info.lines())
+
+
+def test_memo_files_written_with_fixed_width_spans_are_still_read(tmp_path):
+    (tmp_path / "memo" / "encodings").mkdir(parents=True)
+    from pddkit.cache.memo import text_digest
+
+    np.savez(tmp_path / "memo" / "encodings" / "k-old.npz",
+             texts=np.array([text_digest("a"), text_digest("b")], dtype="S64"),
+             lengths=np.array([2, 1]), ids=np.array([4, 5, 6]), truncated=np.array([True, False]),
+             spans=np.array(["the span", ""]))
+    memo = Memo(tmp_path)
+    assert memo.span("k", [4, 5]) == "the span" and memo.encodings("k")[text_digest("b")][0].tolist() == [6]
