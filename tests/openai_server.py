@@ -1,6 +1,9 @@
 """An OpenAI-compatible /v1/completions server on 127.0.0.1 for tests: it answers with the
-prompt log-probabilities of a local causal LM (token ids in, echo + logprobs out), and can
-be told to misbehave the way real servers do (5xx, no answer, no log-probabilities, 401)."""
+prompt log-probabilities of a local causal LM (token ids in, echo + logprobs out, the echoed
+tokens as strings when it has the tokenizer), reports its context on GET /v1/models (vLLM's
+`max_model_len`, refusing longer prompts with HTTP 400 as vLLM does), can swap the model it
+serves under the same name (`model`), and can be told to misbehave the way real servers do
+(5xx, no answer, no log-probabilities, 401, a fatal 400 amid 500s, a wrong or shifted echo)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("ok", "vllm", "no_generated", "fail500", "hang", "no_logprobs", "401", "404")
+MODES = ("ok", "vllm", "no_generated", "fail500", "hang", "no_logprobs", "401", "404",
+         "misecho", "shifted", "vllm_shifted")
 
 
 @dataclass
@@ -18,6 +22,7 @@ class Behaviour:
 
     mode: str = "ok"
     failures: int = 2  # fail500: this many HTTP 500 answers, then normal ones
+    fatal_at: int | None = None  # fail500: the request with this number gets HTTP 400
     hang_s: float = 5.0  # hang: wait this long (or until the server stops) before answering
     requests: list[dict] = field(default_factory=list)  # {"path", "headers", "body"}
 
@@ -25,8 +30,10 @@ class Behaviour:
 class FakeOpenAIServer:
     """Serves `model` (a transformers causal LM on CPU) as `name`; `with` starts and stops it."""
 
-    def __init__(self, model, name: str = "tiny") -> None:
-        self.model, self.name = model, name
+    def __init__(self, model, name: str = "tiny", tokenizer=None,
+                 max_model_len: int | None = None) -> None:
+        self.model, self.name, self.tokenizer = model, name, tokenizer
+        self.max_model_len = max_model_len
         self.behaviour = Behaviour()
         self._lock = threading.Lock()  # one forward at a time, counters updated atomically
         self._stop = threading.Event()
@@ -47,6 +54,20 @@ class FakeOpenAIServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def do_GET(self) -> None:
+                if self.path != "/v1/models":
+                    self.send_error(404)
+                    return
+                entry = {"id": server.name, "object": "model", "owned_by": "pddkit-tests"}
+                if server.max_model_len is not None:
+                    entry["max_model_len"] = server.max_model_len
+                data = json.dumps({"object": "list", "data": [entry]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def log_message(self, format, *args) -> None:
                 pass
@@ -79,33 +100,51 @@ class FakeOpenAIServer:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
         if b.mode == "401":
             return 401, {"error": {"message": "Incorrect API key provided."}}
+        if b.mode == "fail500" and count == b.fatal_at:
+            return 400, {"error": {"message": "this request is malformed"}}
         if b.mode == "fail500" and count <= b.failures:
             return 500, {"error": {"message": "internal error"}}
         if b.mode == "hang":
             self._stop.wait(b.hang_s)
             return None, None
         prompt = [int(t) for t in body["prompt"]]
-        logprobs, gen_lp = self.score(prompt)
+        limit = self.max_model_len
+        if limit is not None and len(prompt) + int(body.get("max_tokens", 16)) > limit:
+            return 400, {"error": {"message": f"This model's maximum context length is {limit} "
+                                              f"tokens. However, you requested "
+                                              f"{len(prompt) + body.get('max_tokens', 16)} tokens"}}
+        logprobs, gen_lp, gen_id = self.score(prompt)
         text = {"index": 0, "text": "", "finish_reason": "length"}
         if b.mode == "no_logprobs":
             choice = {**text, "logprobs": None}
-        elif b.mode == "vllm":  # vLLM's extra field, next to a null `logprobs`
+        elif b.mode in ("vllm", "vllm_shifted"):  # vLLM's extra field, next to a null `logprobs`
             entries = [None] + [{str(t): {"logprob": lp, "rank": 1, "decoded_token": "?"}}
                                 for t, lp in zip(prompt[1:], logprobs)]
+            if b.mode == "vllm_shifted":  # the start token dropped, the generated one added
+                entries = [{str(t): {"logprob": lp, "rank": 1}}
+                           for t, lp in zip(prompt[1:], logprobs)] + [{str(gen_id): {"logprob": gen_lp}}]
             choice = {**text, "logprobs": None, "prompt_logprobs": entries}
         else:
-            values = [None, *logprobs] + ([] if b.mode == "no_generated" else [gen_lp])
-            choice = {**text, "logprobs": {"token_logprobs": values, "tokens": [],
+            shown = [*prompt, gen_id]
+            values = [None, *logprobs, gen_lp]
+            if b.mode == "shifted":  # echoes the text without the start token: one entry short
+                shown, values = shown[1:], values[1:]
+            if b.mode == "no_generated":
+                shown, values = shown[:-1], values[:-1]
+            tokens = [] if self.tokenizer is None else [self.tokenizer.decode([t]) for t in shown]
+            if b.mode == "misecho" and tokens:  # the third token is not the one sent
+                tokens[2] = self.tokenizer.decode([(shown[2] + 1) % len(self.tokenizer)])
+            choice = {**text, "logprobs": {"token_logprobs": values, "tokens": tokens,
                                            "top_logprobs": [], "text_offset": []}}
         return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
                      "choices": [choice]}
 
     def score(self, prompt: list[int]):
-        """log P(prompt[t] | prompt[:t]) for t >= 1, and log P of the greedy next token."""
+        """log P(prompt[t] | prompt[:t]) for t >= 1, and log P and id of the greedy next token."""
         import torch
 
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([prompt])).logits[0].float()
             logp = torch.log_softmax(logits, dim=-1)  # [T, V]
             L = logp[:-1].gather(1, torch.tensor(prompt[1:])[:, None])[:, 0]
-            return [float(x) for x in L], float(logp[-1].max())
+            return [float(x) for x in L], float(logp[-1].max()), int(logp[-1].argmax())

@@ -1,11 +1,15 @@
 """The `openai` backend against an OpenAI-compatible server started on 127.0.0.1
 (tests/openai_server.py) that serves a tiny GPT-2's prompt log-probabilities: the same L as
-the `hf` backend on the same model, retries, and one sentence for each failure."""
+the `hf` backend on the same model, retries, one sentence for each failure, a fatal error
+that stops every other request, texts cut to the served context, a wrong echo refused,
+credentials in the URL refused, and a checkpoint swapped under the same name that the
+statistics cache never serves."""
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 
 import numpy as np
 import pytest
@@ -37,8 +41,8 @@ def model(tok):
 
 
 @pytest.fixture(scope="module")
-def server(model):
-    with FakeOpenAIServer(model, name="tiny") as s:
+def server(model, tok):
+    with FakeOpenAIServer(model, name="tiny", tokenizer=tok) as s:
         yield s
 
 
@@ -167,6 +171,119 @@ def test_an_unreachable_server_is_one_sentence_naming_the_url(tok, texts, key, c
     assert KEY not in caplog.text
 
 
+def test_a_fatal_error_stops_every_other_request_at_once(server, tok, texts, key):
+    """Four requests retrying HTTP 500s when a fifth is refused (HTTP 400): the error is
+    raised and nobody sends another request (before: the others kept retrying for up to
+    max_retries backoffs after the error was printed)."""
+    b = server.reset("fail500", failures=10**6, fatal_at=6)
+    backend = api(server, tok, concurrency=4, max_retries=40, backoff=0.01)
+    t0 = time.perf_counter()
+    with pytest.raises(PddkitError) as err:
+        token_stats(backend, texts + texts)
+    assert time.perf_counter() - t0 < 5.0
+    one_sentence(err, contains="refused the request (HTTP 400: this request is malformed)")
+    sent = len(b.requests)
+    time.sleep(0.5)  # the old retry loops sent about five requests per thread in this time
+    assert len(b.requests) <= sent + 3, (sent, len(b.requests))  # at most the ones in flight
+
+
+@pytest.mark.parametrize("mode", ["misecho", "shifted", "vllm_shifted"])
+def test_an_echo_that_is_not_the_prompt_sent_is_refused(server, tok, texts, key, mode):
+    """A server scoring other tokens than the ids sent (another tokenizer behind the name)
+    or dropping the start token is refused, never read off by position."""
+    server.reset(mode)
+    with pytest.raises(PddkitError) as err:  # "A short one.": no token is part of a character
+        token_stats(api(server, tok), texts[-1:])
+    msg = one_sentence(err, contains="it does not score the prompt pddkit sent")
+    want = {"misecho": "at position 2 of", "shifted": "for the first echoed token",
+            "vllm_shifted": "for the first prompt token"}[mode]
+    assert want in msg, msg
+
+
+def test_credentials_in_the_url_are_refused(tok, key):
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    with pytest.raises(PddkitError) as err:
+        OpenAIBackend("tiny", "http://alice:hunter2@127.0.0.1:8000/v1", tok)
+    msg = one_sentence(err, contains="must not carry credentials")
+    assert "`api_key_env`" in msg and "hunter2" not in msg and "alice" not in msg
+
+
+def test_texts_are_cut_to_the_context_the_server_reports(server, tok, texts, key, caplog):
+    """/v1/models says max_model_len 40 (and longer prompts get HTTP 400, as from vLLM):
+    texts keep 38 tokens (start token + 38 + the generated one = 40), flagged and counted."""
+    server.reset("ok")
+    server.max_model_len = 40
+    try:
+        with caplog.at_level(logging.WARNING):
+            got = token_stats(api(server, tok, concurrency=3), texts)
+    finally:
+        server.max_model_len = None
+    full = [len(tok(t)["input_ids"]) for t in texts]
+    assert [s.truncated for s in got] == [n > 38 for n in full] and sum(n > 38 for n in full) >= 3
+    assert [len(s) for s in got] == [min(n, 38) for n in full]
+    assert max(len(r["body"]["prompt"]) for r in server.behaviour.requests) == 39
+    assert f"{sum(n > 38 for n in full)} of {len(texts)} texts were longer than 38 tokens" \
+        in caplog.text
+
+
+@pytest.mark.slow
+def test_a_checkpoint_swapped_under_the_same_name_is_not_served_from_the_cache(server, model, tok,
+                                                                              texts, key, tmp_path):
+    """The canary (the rounded log-probabilities of a fixed text) is in the fingerprint: a
+    server now serving another checkpoint as "tiny" gets new statistics, the first one
+    again finds its own, and each backend asks for the canary once."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from pddkit.cache import CachingBackend, StatsStore
+
+    torch.manual_seed(1)
+    other = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=2, n_embd=32, n_head=2,
+                                       n_positions=256, initializer_range=0.5)).eval()
+
+    def run():
+        cached = CachingBackend(api(server, tok), StatsStore.open(tmp_path / "cache"))
+        b = server.reset("ok")
+        with cached:
+            stats = token_stats(cached, texts[:3])
+        return stats, cached.counts()["statistics"], len(b.requests)
+
+    first, counts, sent = run()
+    assert counts == (0, 3) and sent == 1 + 3  # the canary, then the texts
+    server.model = other
+    try:
+        swapped, counts, sent = run()
+    finally:
+        server.model = model
+    assert counts == (0, 3) and sent == 1 + 3
+    for a, b in zip(first, swapped):
+        assert np.abs(a.L - b.L).max() > 0.1  # the other checkpoint's statistics
+    again, counts, sent = run()
+    assert counts == (3, 0) and sent == 1  # the canary only
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a.L, b.L)
+
+
+@pytest.mark.slow
+def test_python_api_scores_with_the_openai_backend_and_a_named_tokenizer(server, model, tok, texts,
+                                                                         key, tmp_path):
+    import pddkit
+    from pddkit.backends.hf_loading import LoadedModel
+
+    tok.save_pretrained(tmp_path / "tok")
+    server.reset("ok")
+    got = pddkit.score(texts, "tiny", methods="loss,mink:k=0.2", backend="openai",
+                       api_base=server.api_base, api_key_env=KEY_ENV, tokenizer=str(tmp_path / "tok"))
+    want = pddkit.score(texts, LoadedModel(model, tok, "tiny", "cpu", "float32"),
+                        methods="loss,mink:k=0.2")
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5)
+    assert len(server.behaviour.requests) == len(texts)
+    with pytest.raises(PddkitError, match="names the served model's tokenizer"):
+        pddkit.score(texts, "tiny", backend="openai", api_base=server.api_base, tokenizer=tok)
+
+
 @pytest.mark.slow
 def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_path):
     from pddkit.backends.openai_api import OpenAIBackend
@@ -184,6 +301,7 @@ def test_load_spec_and_fingerprint_hold_no_secret(server, tok, texts, key, tmp_p
     again = BackendSpec(spec.kind, spec.model, spec.options).build()
     assert again.fingerprint() == backend.fingerprint()
     other = OpenAIBackend("tiny", "http://127.0.0.1:1/v1", tok)
+    other.canary = backend.canary  # nothing serves that URL: the same canary, another URL
     assert other.fingerprint() != backend.fingerprint()
     [stats] = token_stats(backend, texts[:1])
     assert len(stats) == 19 and stats.truncated
@@ -232,10 +350,10 @@ def test_pddkit_run_through_the_api_equals_the_hf_backend(server, model, tok, te
     ref = next(n for n in res["notices"] if n.startswith("skipping ref"))
     assert "--ref-model" in ref and "`ref_model`" not in ref, res["notices"]
     sent = len(server.behaviour.requests)
-    assert sent == 2 * len(texts)  # target and lowercase passes
+    assert sent == 1 + 2 * len(texts)  # the cache's canary, the target and lowercase passes
     code, _, err = run_cli(capsys, *api_run, "--methods", "loss,mink:k=0.5", "--output", tmp_path / "again")
     assert code == 0, err
-    assert len(server.behaviour.requests) == sent  # all from the cache
+    assert len(server.behaviour.requests) == sent + 1  # the canary; the texts from the cache
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@
 
 `model` (and `ref_model`) may be what a Hugging Face user holds: a local directory or a
 hub id, a loaded `PreTrainedModel` with `tokenizer=` (or a `(model, tokenizer)` pair), a
-`backends.hf_loading.LoadedModel`, or any `backends.Backend`."""
+`backends.hf_loading.LoadedModel`, or any `backends.Backend`. With `backend="openai"`,
+`model` is the served model's name and `tokenizer` its tokenizer's directory or hub id
+(default: the model name)."""
 
 from __future__ import annotations
 
@@ -78,6 +80,14 @@ def _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups,
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+    options = dict(options)
+    if options.get("backend", "hf") != "hf" and isinstance(model, str):
+        if tokenizer is not None and not isinstance(tokenizer, str):
+            raise PddkitError(f"with backend={options['backend']!r}, `tokenizer` names the served "
+                              "model's tokenizer (a directory or hub id), not a loaded tokenizer")
+        options["tokenizer"], tokenizer = tokenizer, None  # loaded by the backend, by name
+    else:
+        options["tokenizer"] = None  # a loaded model's tokenizer travels with it
     target = _model(model, tokenizer, "model")
     reference = _model(ref_model, ref_tokenizer, "ref_model")
     names = {f.name for f in fields(RunConfig)} - {"model", "ref_model"}
@@ -117,6 +127,8 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
     the texts' activations with their own statistics (so a text's probe score depends on
     the texts scored with it), "train" with the probe's training rows'. `cache` (a folder)
     keeps every pass's statistics, so a rerun does no forward pass for texts it has seen.
+    `backend="openai"` scores with a served model (`api_base`; `model` is its served name,
+    `tokenizer` the directory or hub id of its tokenizer, default: `model`).
     """
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
