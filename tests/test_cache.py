@@ -178,6 +178,9 @@ def test_a_shard_whose_arrays_cannot_be_read_is_skipped_and_its_texts_computed_a
     damage(shard, "L")  # its index still reads: the damage shows when the statistics are read
     again = FakeBackend()
     backend = CachingBackend(again, StatsStore.open(tmp_path))
+    keys = [text_key(backend.fingerprint(), s) for s in ids]
+    assert all(k in backend.store._index for k in keys)  # indexed...
+    assert not any(k in backend.store for k in keys)  # ...but not served (the Ray engine asks so)
     out = backend.stats_for_ids(ids, [False] * 3)
     assert again.calls == [ids] and all(same_bits(a, b) for a, b in zip(out, first))
     assert backend.store.skipped == [shard.name] and "unreadable cache shard" in caplog.text
@@ -202,7 +205,7 @@ def test_a_shard_whose_arrays_do_not_fit_together_is_skipped_and_a_copy_elsewher
         np.savez(f, **arrays)
     store = StatsStore.open(tmp_path)
     got = store.get(["1" * 64])["1" * 64]
-    assert same_bits(got, st) and store.skipped == [bad.name]
+    assert same_bits(got, st) and store.skipped == [bad.name] and "1" * 64 in store
 
 
 def test_clear_removes_only_its_own_files(tmp_path):

@@ -196,6 +196,7 @@ class StatsStore:
         self._keys: list[np.ndarray] = []  # per shard number: its keys [n] S64
         self._known: set[str] = set()
         self._bad: set[int] = set()  # shard numbers whose arrays could not be read
+        self._readable: set[int] = set()  # shard numbers whose arrays were read
         self.skipped: list[str] = []  # names of the shards skipped as unreadable
         self._loaded: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
         self._pending = _Pending()
@@ -253,7 +254,15 @@ class StatsStore:
                     self._index.setdefault(key, (other, row))
 
     def __contains__(self, key: str) -> bool:
-        return key in self._pending.entries or key in self._index
+        """Whether get() would serve `key`: a shard is read once to make sure it can be
+        (the Ray engine plans its misses with `in`)."""
+        if key in self._pending.entries:
+            return True
+        while key in self._index:
+            number = self._index[key][0]
+            if number in self._readable or self._arrays(number) is not None:
+                return True
+        return False
 
     def __len__(self) -> int:
         return len(self._index.keys() | self._pending.entries.keys())
@@ -297,6 +306,7 @@ class StatsStore:
             self._drop(number, str(e))
             return None
         self._loaded[number] = arrays
+        self._readable.add(number)
         while len(self._loaded) > _LOADED_SHARDS:
             self._loaded.popitem(last=False)
         return arrays
@@ -359,5 +369,6 @@ class StatsStore:
         self._keys.clear()
         self._known.clear()
         self._bad.clear()
+        self._readable.clear()
         self._loaded.clear()
         return clear_directory(self.path)
