@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from test_cache import FakeBackend
 
-from pddkit.backends.base import token_stats
 from pddkit.cache import CachingBackend, StatsStore, text_key, weights_digest
 from pddkit.cache import fingerprint as fpmod
 from pddkit.cache import tensor_digest as tdmod
@@ -140,3 +139,14 @@ def test_the_digest_is_remembered_while_the_tensors_are_unchanged(monkeypatch):
     tdmod.forget(m)
     assert tdmod.tensor_digest(m) == d2 and len(hashed) == 5
     assert tdmod.tensor_digest(m.to(torch.bfloat16)) != d2  # bf16 bytes are read too
+
+
+def test_a_model_made_in_inference_mode_is_hashed_on_every_call(monkeypatch):
+    import torch
+
+    hashed = []
+    real = tdmod._digest
+    monkeypatch.setattr(tdmod, "_digest", lambda t: hashed.append(1) or real(t))
+    with torch.inference_mode():  # its tensors keep no version counter
+        m = torch.nn.Linear(8, 8)
+    assert tdmod.tensor_digest(m) == tdmod.tensor_digest(m) and len(hashed) == 2

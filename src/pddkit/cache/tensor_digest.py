@@ -68,8 +68,17 @@ def forget(model) -> None:
 
 
 def _signature(tensors) -> tuple:
-    return tuple((name, id(t), t.data_ptr(), t._version, str(t.dtype), tuple(t.shape),
+    return tuple((name, id(t), t.data_ptr(), _version(t), str(t.dtype), tuple(t.shape),
                   tuple(t.stride()), t.storage_offset(), str(t.device)) for name, t in tensors)
+
+
+def _version(t) -> object:
+    """The tensor's version counter; for a tensor without one (made in inference mode) a
+    new object, equal to nothing: such a model is hashed on every call."""
+    try:
+        return t._version
+    except RuntimeError:
+        return object()
 
 
 def _raw(name: str, t):
