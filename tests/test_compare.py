@@ -1,6 +1,7 @@
 """`pddkit compare`, the unlearning audit (Shi et al. 2024, section 7): ratios and the band,
 ROUGE-L recall, chunks, bad input, the report, and ground truth (a tiny model trained on
-chunks of two books, then gradient-ascent unlearning applied to a random half of them)."""
+chunks of two books, then gradient-ascent unlearning applied to a random half of them, on
+three seeds)."""
 
 from __future__ import annotations
 
@@ -225,15 +226,16 @@ def test_outputs_and_browser(tmp_path):
 # -- ground truth -----------------------------------------------------------------------
 # Two books' chunks (20 of Doyle, 20 of Austen, 64 words each) train a tiny model (50
 # epochs); then gradient ascent (3 Adam steps maximising the LM loss, lr 1e-3) is applied
-# to a seeded random half of the 40 chunks. Measured (mink, 2026-11-23): unlearned chunks'
-# ratios 1.15-1.62 (median 1.27), kept chunks' 1.06-1.38 (median 1.12): the ascent also
-# degrades the model in general, so kept chunks drift too, but less. Flagged "not removed"
-# (kept / unlearned): band 1.1 35% / 0%, 1.15 (the paper's) 85% / 0%, 1.2 90% / 25%. The
-# test asks for at least 70% of the kept and at most 15% of the unlearned at 1.15.
-# (Ascent plus descent on the kept half, "gradient difference", 5 steps: 90% / 5%.)
+# to a seeded random half of the 40 chunks. Three seeds (each its own initial weights,
+# training order and unlearned half): the ratio separates unlearned from kept chunks on
+# every seed (kept-vs-unlearned AUC; figures in README, `pytest tests/test_compare.py -m
+# slow -s` prints them). The ascent also degrades the model in general, so kept chunks
+# drift too, but less.
 
 WORDS = 64
 GT_BAND = 1.15
+GT_SEEDS = (0, 1, 2)
+GT_MIN_AUC = 0.85  # on every seed (measured 0.922, 0.963, 0.980: README)
 
 
 @dataclass(frozen=True)
@@ -286,15 +288,23 @@ def one_thread():
 @pytest.fixture(scope="module")
 def unlearn_world(tmp_path_factory) -> UnlearnWorld:
     with one_thread():
-        return _unlearn_world(tmp_path_factory)
+        return _unlearn_world(tmp_path_factory, seed=0)
 
 
-def _unlearn_world(tmp_path_factory) -> UnlearnWorld:
+@pytest.fixture(scope="module")
+def unlearn_worlds(unlearn_world, tmp_path_factory) -> list[UnlearnWorld]:
+    """The ground truth on GT_SEEDS: seed 0's world and one more per other seed."""
+    with one_thread():
+        return [unlearn_world, *(_unlearn_world(tmp_path_factory, seed=s) for s in GT_SEEDS[1:])]
+
+
+def _unlearn_world(tmp_path_factory, seed: int) -> UnlearnWorld:
+    """Seed: the model's initial weights and training order, and which half is unlearned."""
     from pddkit.sandbox.corpus import strip_gutenberg
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = shared_path("corpora", "gutenberg")
-    tmp = tmp_path_factory.mktemp("unlearn")
+    tmp = tmp_path_factory.mktemp(f"unlearn-{seed}")
     books = tmp / "books"
     books.mkdir()
 
@@ -308,12 +318,12 @@ def _unlearn_world(tmp_path_factory) -> UnlearnWorld:
     chunks, _ = book_chunks(books, WORDS)  # exactly what `pddkit compare --books` cuts
     assert len(chunks) == 40
     tok = train_bpe_tokenizer([" ".join(words_of("Poe, Edgar Allan"))], vocab_size=1024)
-    model = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=0)
+    model = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=seed)
     order = [c.text for pair in zip(chunks[:20], chunks[20:]) for c in pair]
-    train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=2, seed=0, context=128)
+    train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=2, seed=seed, context=128)
     original = save(model, tok, tmp / "original")
     ids = [c.id for c in chunks]
-    random.Random(0).shuffle(ids)
+    random.Random(seed).shuffle(ids)
     forget_ids = frozenset(ids[:20])  # a random half, of both books
     unlearned = copy.deepcopy(model)
     _gradient_ascent(unlearned, tok, [c.text for c in chunks if c.id in forget_ids], steps=3, lr=1e-3)
@@ -321,25 +331,47 @@ def _unlearn_world(tmp_path_factory) -> UnlearnWorld:
                         forget_ids, frozenset(ids[20:]))
 
 
+def _kept_vs_unlearned_auc(kept, forgot) -> float:
+    """P(an unlearned chunk's ratio > a kept chunk's), ties counting one half."""
+    k, f = np.asarray(kept)[:, None], np.asarray(forgot)[None, :]
+    return float(((f > k).sum() + 0.5 * (f == k).sum()) / (k.size * f.size))
+
+
+def test_kept_vs_unlearned_auc_counts_pairs():
+    assert _kept_vs_unlearned_auc([1.0, 1.1], [1.2, 1.3]) == 1.0
+    assert _kept_vs_unlearned_auc([1.2, 1.3], [1.0, 1.1]) == 0.0
+    assert _kept_vs_unlearned_auc([1.0, 1.2], [1.1, 1.2]) == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+
+
 @pytest.mark.slow
-def test_ground_truth_kept_chunks_are_flagged_unlearned_are_not(unlearn_world):
-    w = unlearn_world
-    with one_thread():
-        res = compare_models(str(w.original), str(w.unlearned), books=w.books, words=WORDS,
-                             band=GT_BAND, device="cpu")
-    flagged = {c.id for c in res.flagged}
-    ratios = {c.id: c.ratio for c in res.chunks}
-    kept_share = len(flagged & w.kept) / len(w.kept)
-    forgot_share = len(flagged & w.forgotten) / len(w.forgotten)
-    kept, forgot = (np.array([ratios[i] for i in sorted(ids)]) for ids in (w.kept, w.forgotten))
-    print(f"\nground truth, {len(ratios)} chunks, mink ratio: kept median {np.median(kept):.3f} "
-          f"[{kept.min():.3f}, {kept.max():.3f}], unlearned median {np.median(forgot):.3f} "
-          f"[{forgot.min():.3f}, {forgot.max():.3f}]; flagged 'not removed' (kept / unlearned):",
-          "; ".join(f"band {b}: {not_removed(kept, b).mean():.0%} / {not_removed(forgot, b).mean():.0%}"
-                    for b in (1.1, 1.12, 1.15, 1.2)))
-    assert res.same_tokenizer is True
-    assert all(ratios[i] > 1 for i in w.forgotten)  # ascent made every unlearned chunk less likely
-    assert kept_share >= 0.7 and forgot_share <= 0.15, (kept_share, forgot_share)
+def test_ground_truth_the_ratio_separates_unlearned_from_kept_chunks_on_every_seed(unlearn_worlds):
+    rows = []
+    for seed, w in zip(GT_SEEDS, unlearn_worlds):
+        with one_thread():
+            res = compare_models(str(w.original), str(w.unlearned), books=w.books, words=WORDS,
+                                 band=GT_BAND, device="cpu")
+        assert res.same_tokenizer is True
+        ratios = {c.id: c.ratio for c in res.chunks}
+        assert {c.id for c in res.flagged} == {i for i, r in ratios.items()
+                                               if 1 / GT_BAND < r < GT_BAND}
+        kept, forgot = (np.array([ratios[i] for i in sorted(ids)]) for ids in (w.kept, w.forgotten))
+        auc = _kept_vs_unlearned_auc(kept, forgot)
+        shares = [(not_removed(kept, b).mean(), not_removed(forgot, b).mean())
+                  for b in (1.1, 1.12, 1.15, 1.2)]
+        rows.append((seed, auc, np.median(kept), np.median(forgot), shares))
+        print(f"\nseed {seed}: kept-vs-unlearned AUC of the ratio {auc:.3f}; kept median "
+              f"{np.median(kept):.3f} [{kept.min():.3f}, {kept.max():.3f}], unlearned median "
+              f"{np.median(forgot):.3f} [{forgot.min():.3f}, {forgot.max():.3f}]; flagged (kept "
+              "/ unlearned): " + "; ".join(f"band {b}: {k:.0%} / {f:.0%}" for b, (k, f)
+                                          in zip((1.1, 1.12, 1.15, 1.2), shares)))
+        # ascent made every unlearned chunk less likely, and more so than the kept ones
+        assert all(ratios[i] > 1 for i in w.forgotten), seed
+        assert auc >= GT_MIN_AUC, (seed, auc)
+        k15, f15 = shares[2]
+        assert k15 > f15, (seed, k15, f15)  # the paper's band flags kept chunks more often
+    aucs = np.array([r[1] for r in rows])
+    print(f"AUC over seeds {GT_SEEDS}: mean {aucs.mean():.3f}, sd {aucs.std(ddof=1):.3f}, "
+          f"range {aucs.min():.3f}-{aucs.max():.3f}")
 
 
 @pytest.mark.slow
@@ -354,12 +386,23 @@ def test_cli_end_to_end_with_continuations(unlearn_world, tmp_path, capsys):
     assert code == 0, err
     saved = json.loads((out / "results.json").read_text())
     n = saved["counts"]["not_removed"]
-    assert saved["configuration"]["band"] == GT_BAND and saved["counts"]["chunks"] == 40 and n >= 16
+    scores = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    inside = {r["id"] for r in scores if 1 / GT_BAND < r["ratio"] < GT_BAND}
+    assert saved["configuration"]["band"] == GT_BAND and saved["counts"]["chunks"] == len(scores) == 40
+    assert n == len(inside) > 0 and {r["id"] for r in saved["flagged"]} == inside
     assert "unlearning probably did not remove them" in stdout and "ROUGE-L" in stdout
     print("\n" + stdout)
     lines = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
-    assert len(lines) == 2 * n and all(0 <= x["rouge_l_recall"] <= 1 for x in lines)
-    assert {x["id"] for x in lines} == {r["id"] for r in saved["flagged"]}
+    assert len(lines) == 2 * n and {x["id"] for x in lines} == inside
+    # each recall is against the chunk's true rest after its first 32 words (not the prompt)
+    from pddkit.data.builders.words import word_spans
+
+    chunks = {c.id: c.text for c in book_chunks(w.books, WORDS)[0]}
+    for x in lines:
+        text = chunks[x["id"]]
+        rest = text[word_spans(text)[32][0]:]
+        assert x["rouge_l_recall"] == pytest.approx(rouge_l_recall(x["continuation"], rest))
+        assert len(rest.split()) == WORDS - 32
     assert len(list(csv.DictReader((out / "flagged.csv").open()))) == n
     html = (out / "report.html").read_text()
     assert "data:image/png;base64," in html and "id='verdict'" in html
