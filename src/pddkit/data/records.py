@@ -9,14 +9,11 @@ applies the `on_invalid` policy and names the file and line or row.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
 from pddkit.errors import PddkitError
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_LABEL = "label"
 LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
@@ -130,12 +127,8 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
     if contradicting:
         skipped += contradicting
         meta["contradicting_labels_left_out"] = len(contradicting)
-    if samples and all(s.label is None for s in samples):
-        note = unlabelled_note(list(columns), fields, where)
-        meta["unlabelled"] = note
-        looks = "looks like" in note
-        (logger.warning if looks else logger.info)(
-            "%s: the texts are scored without labels and no metrics are computed", note)
+    if samples and all(s.label is None for s in samples):  # said by the run (engine/run.py)
+        meta["unlabelled"], meta["unlabelled_warn"] = unlabelled_note(list(columns), fields, where)
     return make_dataset(name, samples, skipped, meta=meta)
 
 
@@ -145,20 +138,22 @@ LABEL_LIKE = frozenset({"target", "targets", "is_train", "in_train", "seen", "is
                         "y", "class", "contaminated", "leaked", "in_training", "trained"})
 
 
-def unlabelled_note(columns: list[str], fields: Fields, where: str) -> str:
-    """Why a table gives no labels, naming its columns: no label column at all, one that
-    looks like membership labels under another name, or a label column empty in every row."""
+def unlabelled_note(columns: list[str], fields: Fields, where: str) -> tuple[str, bool]:
+    """Why a table gives no labels, naming its columns, and whether that is worth a warning:
+    a label column empty in every row, or one that looks like membership labels under
+    another name (warnings), or no label column at all."""
     used = {fields.text_key(dict.fromkeys(columns)), fields.id, fields.group, fields.subset}
     have = ", ".join(map(repr, columns)) or "none"
     if fields.label in columns:
         return (f"{where} has a '{fields.label}' column but no row gives a label "
-                f"(its columns: {have})")
+                f"(its columns: {have})"), True
     like = [c for c in columns if c not in used and (
         "label" in c.lower() or "member" in c.lower() or c.lower() in LABEL_LIKE)]
     if like:
         return (f"{where} has no '{fields.label}' column, but {', '.join(map(repr, like))} "
-                f"looks like membership labels (name it with `label_field`; its columns: {have})")
-    return f"{where} has no '{fields.label}' column (its columns: {have})"
+                f"looks like membership labels (name it with `label_field`; its columns: "
+                f"{have})"), True
+    return f"{where} has no '{fields.label}' column (its columns: {have})", False
 
 
 def without_contradictions(samples: list[Sample], where: str,

@@ -77,8 +77,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if dataset.labelled:
         dataset.require_both_classes()
     elif dataset.meta.get("unlabelled"):  # which columns it has, and that no metrics follow
-        notices.append(f"{dataset.meta['unlabelled']}: the texts are scored without labels "
-                       "and no metrics are computed")
+        line = (f"{dataset.meta['unlabelled']}: the texts are scored without labels and no "
+                "metrics are computed")
+        (logger.warning if dataset.meta.get("unlabelled_warn") else logger.info)(line)
+        notices.append(line)
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
