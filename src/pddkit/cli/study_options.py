@@ -78,6 +78,9 @@ AUDIT_OPTIONS = [
     click.option("--threshold", default="accuracy", show_default=True,
         help="accuracy (the threshold maximising validation accuracy) or fpr=X (the "
         "validation false-positive rate at most X)."),
+    click.option("--fdr", default=0.05, show_default=True, type=float,
+        help="False-discovery rate over the audited books (Benjamini-Hochberg): a book is "
+        "marked when its rate is improbable for a never-seen book at this level."),
     *STUDY_OUTPUT_OPTIONS,
     click.option("--ref-model", default=None, help="Reference model, for --method ref."),
     click.option("--freq", type=click.Path(), default=None,

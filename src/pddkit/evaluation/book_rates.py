@@ -3,20 +3,21 @@
 The copyrighted-book audit (studies/audit.py) calls each snippet of a book a member or not;
 a never-seen book still has some snippets above the threshold (false positives), and how
 many differs from one never-seen book to the next (genre, era, style), more than snippets
-drawn independently at one pooled rate would. So the reference is the distribution of
-per-book counts of never-seen validation books, each counted out of fold (the threshold
-chosen without that book, evaluation/thresholds.py with groups): a beta-binomial fitted by
-maximum likelihood (mean `mean`, over-dispersion `rho` = the correlation of two snippets of
-one book; `rho` = 0 is the binomial, which the fit may reach). An audited book with `x` of
-`n` snippets above gets the one-sided p-value P(X >= x) under that distribution, and books
-are marked when they survive Benjamini-Hochberg at `fdr` over all audited books.
+drawn independently at one pooled rate would. So the reference is the spread of per-book
+counts of never-seen validation books, each counted out of fold (the threshold chosen
+without that book: evaluation/thresholds.py with groups), as a beta-binomial
+(evaluation/beta_binomial.py: mean `mean`, over-dispersion `rho` = the correlation of two
+snippets of one book, 0 = the binomial; fitted by maximum likelihood). An audited book with
+`x` of `n` snippets above gets the one-sided p-value P(X >= x) for a never-seen book of `n`
+snippets, averaged over the posterior of (mean, rho) given the validation books (uniform
+prior): mean and rho come from a few dozen books, and the plug-in tail would be too small
+where a correction over many books looks. Books are marked when they survive
+Benjamini-Hochberg at `fdr` over all audited books.
 
 Without groups in the validation data (or too few never-seen books) the reference is a
-binomial at the pooled out-of-sample false-positive rate: the spread between books is then
-not accounted for, and the audit says so.
-
-When no never-seen validation snippet is above the threshold, the mean is taken as half a
-snippet over all of them (0.5 / N), so one snippet above cannot by itself give p = 0.
+binomial at the pooled out-of-sample false-positive rate (p-values from its posterior, a
+Beta(above + 1, snippets - above + 1)): the spread between books is then not accounted for,
+and the audit says so.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit.errors import PddkitError
+from pddkit.evaluation.beta_binomial import (
+    benjamini_hochberg,
+    fit,
+    posterior_grid,
+    predictive_tails,
+    tails,
+)
 from pddkit.evaluation.thresholds import Threshold, ThresholdSummary
 
 
@@ -37,7 +45,7 @@ class NeverSeenReference:
     model: str  # "beta-binomial" (per-book spread fitted) or "binomial" (pooled rate only)
     mean: float  # a never-seen book's expected share of snippets above the threshold
     rho: float  # over-dispersion: correlation of two snippets' calls within a book (0: none)
-    alpha: float | None  # beta-binomial parameters (None for the binomial)
+    alpha: float | None  # beta-binomial parameters (None when rho is 0)
     beta: float | None
     between_book_sd: float  # sd of never-seen books' true rates, sqrt(rho * mean * (1 - mean))
     books: int  # never-seen validation books fitted (0: pooled, no groups)
@@ -45,92 +53,8 @@ class NeverSeenReference:
     above: int  # of which above the threshold (out of fold)
     spread_accounted: bool  # False: between-book variation is not accounted for
     reason: str  # why the binomial, or "" for the beta-binomial
-
-
-def _term_counts(x: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, ...]:
-    """For k = 0..max(n)-1: how many books have x > k, n - x > k and n > k."""
-    size = int(n.max()) + 1
-
-    def more(v):
-        return np.bincount(v, minlength=size)[::-1].cumsum()[::-1][1:]
-
-    return np.arange(size - 1), more(x), more(n - x), more(n)
-
-
-def _loglik(counts: tuple[np.ndarray, ...], mean: float, theta: float) -> float:
-    """Sum over books of log P(x | n, mean, theta) without the binomial coefficients, with
-    theta = rho / (1 - rho) = 1 / (alpha + beta): prod_{k<x} (mean + k theta) prod_{k<n-x}
-    (1 - mean + k theta) / prod_{k<n} (1 + k theta); exact at theta = 0 (the binomial)."""
-    k, above, below, total = counts
-    return float(above @ np.log(mean + k * theta) + below @ np.log(1 - mean + k * theta)
-                 - total @ np.log1p(k * theta))
-
-
-def fit_beta_binomial(above, snippets) -> tuple[float, float]:
-    """(mean, rho) maximising the beta-binomial likelihood of per-book counts `above` of
-    `snippets`; rho = 0 when the books vary no more than binomial draws would."""
-    from scipy.optimize import minimize
-
-    x = np.asarray(above, dtype=int)
-    n = np.asarray(snippets, dtype=int)
-    pooled = x.sum() / n.sum()
-    if x.sum() == 0 or x.sum() == n.sum():
-        return float(pooled), 0.0
-    eps = 1e-9
-
-    counts = _term_counts(x, n)
-
-    def neg(params):
-        return -_loglik(counts, params[0], params[1])
-
-    # start from the method of moments: var(x/n) ~ mean(1-mean)(1/n + rho(1 - 1/n))
-    r = x / n
-    excess = r.var(ddof=1) - pooled * (1 - pooled) * np.mean(1 / n) if len(x) > 1 else 0.0
-    rho0 = float(np.clip(excess / (pooled * (1 - pooled)), 1e-4, 0.5))
-    fit = minimize(neg, [pooled, rho0 / (1 - rho0)], method="L-BFGS-B",
-                   bounds=[(eps, 1 - eps), (0.0, 1e4)])
-    mean, theta = (float(v) for v in fit.x)
-    if neg([mean, 0.0]) <= fit.fun + 1e-9:  # the boundary: no spread beyond the binomial
-        mean, theta = float(pooled), 0.0
-    return mean, theta / (1 + theta)
-
-
-def tails(n: int, mean: float, rho: float) -> np.ndarray:
-    """P(X >= x) for x = 0..n, X beta-binomial(n, mean, rho) (binomial when rho = 0)."""
-    if mean <= 0:
-        return np.r_[1.0, np.zeros(n)]
-    theta = rho / (1 - rho)
-    k = np.arange(n)
-    a = np.r_[0.0, np.cumsum(np.log(mean + k * theta))]  # a[j] = sum_{k<j} log(mean + k theta)
-    with np.errstate(divide="ignore"):
-        b = np.r_[0.0, np.cumsum(np.log(1 - mean + k * theta))]
-    j = np.arange(n + 1)
-    log_choose = np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
-                           for i in j])
-    logp = log_choose + a[j] + b[n - j] - np.log1p(k * theta).sum()
-    pmf = np.exp(logp - logp.max())
-    tail = np.cumsum(pmf[::-1])[::-1] / pmf.sum()  # small tails summed from the top: exact
-    return np.minimum(tail, 1.0)
-
-
-def tail_p(x: int, n: int, mean: float, rho: float) -> float:
-    """P(X >= x) for X beta-binomial(n, mean, rho)."""
-    return float(tails(n, mean, rho)[min(max(x, 0), n)]) if x <= n else 0.0
-
-
-def benjamini_hochberg(p_values) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (q-values): a book is marked at level `fdr`
-    when its q-value is at most `fdr`."""
-    p = np.asarray(p_values, dtype=float)
-    m = p.size
-    if m == 0:
-        return p
-    order = np.argsort(p)
-    scaled = p[order] * m / np.arange(1, m + 1)
-    q = np.minimum.accumulate(scaled[::-1])[::-1]
-    out = np.empty(m)
-    out[order] = np.minimum(q, 1.0)
-    return out
+    book_above: tuple[int, ...] = ()  # per never-seen validation book (beta-binomial only)
+    book_snippets: tuple[int, ...] = ()
 
 
 def reference_from_books(above, snippets) -> NeverSeenReference:
@@ -138,22 +62,35 @@ def reference_from_books(above, snippets) -> NeverSeenReference:
     counts `above` of `snippets` (one entry per book)."""
     x = np.asarray(above, dtype=int)
     n = np.asarray(snippets, dtype=int)
-    mean, rho = fit_beta_binomial(x, n)
-    mean = max(mean, 0.5 / n.sum())
+    mean, rho = fit(x, n)
     theta = rho / (1 - rho)
     return NeverSeenReference(
         model="beta-binomial", mean=mean, rho=rho,
         alpha=mean / theta if theta > 0 else None, beta=(1 - mean) / theta if theta > 0 else None,
         between_book_sd=math.sqrt(rho * mean * (1 - mean)), books=int(x.size),
-        snippets=int(n.sum()), above=int(x.sum()), spread_accounted=True, reason="")
+        snippets=int(n.sum()), above=int(x.sum()), spread_accounted=True, reason="",
+        book_above=tuple(map(int, x)), book_snippets=tuple(map(int, n)))
 
 
 def pooled_reference(above: int, snippets: int, reason: str) -> NeverSeenReference:
     """The binomial reference at the pooled rate `above` / `snippets` (no groups)."""
-    mean = max(above / snippets, 0.5 / snippets)
-    return NeverSeenReference(model="binomial", mean=mean, rho=0.0, alpha=None, beta=None,
-                              between_book_sd=0.0, books=0, snippets=int(snippets),
+    return NeverSeenReference(model="binomial", mean=above / snippets, rho=0.0, alpha=None,
+                              beta=None, between_book_sd=0.0, books=0, snippets=int(snippets),
                               above=int(above), spread_accounted=False, reason=reason)
+
+
+def never_seen_tails(reference: NeverSeenReference, sizes) -> dict[int, np.ndarray]:
+    """For each book size n in `sizes`: P(X >= x), x = 0..n, for a never-seen book of n
+    snippets, the parameters' uncertainty included."""
+    sizes = sorted({int(v) for v in sizes})
+    if reference.model == "beta-binomial":
+        grid = posterior_grid(reference.book_above, reference.book_snippets,
+                              estimate=(reference.mean, reference.rho))
+        return {n: predictive_tails(n, grid) for n in sizes}
+    # binomial with a uniform prior on the rate: the predictive is a beta-binomial with
+    # alpha = above + 1, beta = snippets - above + 1
+    a, b = reference.above + 1, reference.snippets - reference.above + 1
+    return {n: tails(n, a / (a + b), 1 / (a + b + 1)) for n in sizes}
 
 
 @dataclass(frozen=True)
@@ -174,14 +111,14 @@ def test_books(above, snippets, reference: NeverSeenReference, fdr: float = 0.05
     Benjamini-Hochberg at `fdr` over them."""
     x = np.asarray(above, dtype=int)
     n = np.asarray(snippets, dtype=int)
-    table = {int(v): tails(int(v), reference.mean, reference.rho) for v in np.unique(n)}
+    table = never_seen_tails(reference, n)
     p = np.array([table[int(ni)][xi] for xi, ni in zip(x, n)], dtype=float)
     q = benjamini_hochberg(p)
     marked = q <= fdr
     m, r = int(p.size), int(marked.sum())
     cutoff = fdr * max(r, 1) / m if m else 0.0
     # a never-seen book with n snippets passes when its p-value is at most the cutoff
-    expected = sum(float(t[t <= cutoff].max(initial=0.0)) for t in (table[int(ni)] for ni in n))
+    expected = sum(float(table[int(ni)][table[int(ni)] <= cutoff].max(initial=0.0)) for ni in n)
     return BookTest(p_values=tuple(map(float, p)), q_values=tuple(map(float, q)),
                     marked=tuple(map(bool, marked)), fdr=fdr, cutoff=cutoff,
                     false_marks_bound=fdr * r, expected_if_none_seen=expected)
@@ -238,13 +175,10 @@ def judge_books(val_scores, val_labels, book_scores, *, val_groups=None,
     groups, reason = _usable_groups(val_groups, y, min_books)
     fitted = Threshold(rule, cv_folds=cv_folds, seed=seed).fit(val_scores, y, groups=groups)
     if groups is not None and not reason and fitted.cv_folds_used_:
-        x, n = [], []
-        unseen = y == 0
-        for name in dict.fromkeys(g for g, u in zip(groups, unseen) if u):
-            rows = unseen & (np.asarray(groups, dtype=object) == name)
-            x.append(int(fitted.oof_calls_[rows].sum()))
-            n.append(int(rows.sum()))
-        reference = reference_from_books(x, n)
+        unseen = y == 0  # each never-seen book: its never-seen texts' out-of-fold calls
+        _, book = np.unique(np.asarray(groups, dtype=object)[unseen], return_inverse=True)
+        reference = reference_from_books(np.bincount(book, weights=fitted.oof_calls_[unseen]),
+                                         np.bincount(book))
     else:
         neg = int((y == 0).sum())
         fp = fitted.cv_false_positives_ if fitted.cv_folds_used_ else fitted.n_false_positives_

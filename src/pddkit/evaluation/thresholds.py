@@ -132,7 +132,7 @@ class Threshold:
     def fit(self, scores, labels, groups=None) -> Threshold:
         """Choose the threshold on `scores` (higher = member) with `labels` (1/0); `groups`
         (one name per text, e.g. its book) makes the cross-validation folds whole groups."""
-        from sklearn.metrics import roc_auc_score
+        from scipy.stats import rankdata
 
         s = np.asarray(scores, dtype=float)
         y = np.asarray(labels).astype(int)
@@ -159,7 +159,8 @@ class Threshold:
         self.val_tpr_ = float(tpr[j])
         self.val_fpr_ = float(fpr[j])
         self.val_accuracy_ = float(acc[j])
-        self.val_auc_ = float(roc_auc_score(y, s))
+        ranks = rankdata(s)  # AUC = Mann-Whitney U / (pos x neg), ties counted half
+        self.val_auc_ = float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
         self.n_val_, self.n_val_members_, self.n_val_nonmembers_ = int(y.size), pos, neg
         self.n_false_positives_ = int(fp[j])
         self.grouped_ = groups is not None

@@ -21,22 +21,52 @@ def load_audit(out_dir: str | Path) -> dict:
     return results
 
 
+def _marked(book: dict) -> bool:
+    return bool(book.get("marked", book.get("flagged")))  # "flagged": folders before issue 19
+
+
+def never_seen_rate(results: dict) -> float:
+    """The rate expected for a never-seen book: the reference's mean (the validation
+    false-positive rate in folders written before the reference existed)."""
+    ref = results.get("never_seen_reference")
+    return ref["mean"] if ref else results["validation"]["expected_fpr"]
+
+
+def reference_sentence(results: dict) -> str:
+    """How a book is marked, in words, for the table's note and the report."""
+    ref, test = results.get("never_seen_reference"), results.get("book_test")
+    if not ref or not test:
+        return ("'above never-seen': the book's interval lies entirely above the interval of "
+                "the validation false-positive rate.")
+    if ref["spread_accounted"]:
+        how = (f"never-seen validation books' rates (out of fold: {ref['books']} books, mean "
+               f"{100 * ref['mean']:.1f}%, book-to-book sd {100 * ref['between_book_sd']:.1f} "
+               "points, a beta-binomial)")
+    else:
+        how = (f"one pooled never-seen rate ({100 * ref['mean']:.1f}%, a binomial; between-book "
+               f"variation is not accounted for: {ref['reason']})")
+    return (f"'marked': more snippets above than {how} make likely: one-sided p-value, "
+            f"Benjamini-Hochberg q-value at most {test['fdr']:g} over the "
+            f"{len(results['books'])} books.")
+
+
 def books_table(results: dict, top: int | None = None) -> Table:
-    """Ranked books: rate [95% interval], snippets above / scored, the verdict per book."""
-    exp = results["validation"]["expected_fpr"]
+    """Ranked books: rate [95% interval], snippets above / scored, p and q, the verdict."""
     books = results["books"][:top] if top else results["books"]
+    tested = "q_value" in (books[0] if books else {})
     rows = tuple((str(i), b["book"], Num(100 * b["rate"], (100 * b["ci_low"], 100 * b["ci_high"]),
-                                        digits=1), f"{b['above']}/{b['snippets']}",
-                  "above never-seen" if b["flagged"] else "-")
+                                        digits=1), f"{b['above']}/{b['snippets']}")
+                 + ((f"{b['p_value']:.2g}", f"{b['q_value']:.2g}") if tested else ())
+                 + ("marked" if _marked(b) else "-",)
                  for i, b in enumerate(books, 1))
     notes = (f"rate = % of a book's snippets scoring above the threshold; a never-seen book is "
-             f"expected at {100 * exp:.1f}% (the validation false-positive rate). "
-             "'above never-seen': the book's interval lies entirely above that rate's interval.",)
+             f"expected at {100 * never_seen_rate(results):.1f}%. " + reference_sentence(results),)
     if top and len(results["books"]) > top:
         notes += (f"{len(results['books']) - top} more books in books.csv",)
-    return Table(header=("rank", "book", "rate % [95% CI]", "snippets above", "verdict"),
-                 rows=rows, title="Books ranked by contamination rate", notes=notes,
-                 id="books", css_class="metrics")
+    header = (("rank", "book", "rate % [95% CI]", "snippets above")
+              + (("p", "q") if tested else ()) + ("verdict",))
+    return Table(header=header, rows=rows, title="Books ranked by contamination rate",
+                 notes=notes, id="books", css_class="metrics")
 
 
 def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
@@ -53,9 +83,10 @@ def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
                        f"{v['n_val_nonmembers']} non-members); AUC {v['val_auc']:.3f}"),
         ("threshold", f"{v['threshold']:.6g} (rule {v['rule']}): validation TPR "
                       f"{100 * v['val_tpr']:.1f}%, accuracy {100 * v['val_accuracy']:.1f}%"),
-        ("expected for a never-seen book", f"{100 * v['expected_fpr']:.1f}% of its snippets "
-         f"(95% interval {100 * v['expected_fpr_ci'][0]:.1f}-{100 * v['expected_fpr_ci'][1]:.1f}%; "
-         f"{v.get('expected_fpr_source', 'in-sample')} validation false-positive rate)"),
+        ("validation false-positive rate", f"{100 * v['expected_fpr']:.1f}% of never-seen "
+         f"texts (95% interval {100 * v['expected_fpr_ci'][0]:.1f}-"
+         f"{100 * v['expected_fpr_ci'][1]:.1f}%; {v.get('expected_fpr_source', 'in-sample')})"),
+        ("a book is marked when", reference_sentence(results)),
     )
 
 
@@ -65,7 +96,7 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
 
     out = Path(out_dir)
     results = load_audit(out)
-    books, exp = results["books"], results["validation"]["expected_fpr"]
+    books, exp = results["books"], never_seen_rate(results)
     blocks: list = [Summary(validation_lines(results)),
                     Notice((results["verdict"],), kind="ok" if results["validation"]["val_auc"]
                            >= 0.6 else "warn", id="verdict", lead="Verdict.")]
@@ -80,7 +111,7 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
                             study_plots.book_rates_png(
                                 [b["book"] for b in books], [b["rate"] for b in books],
                                 [b["ci_low"] for b in books], [b["ci_high"] for b in books],
-                                exp, [b["flagged"] for b in books])))
+                                exp, [_marked(b) for b in books])))
         blocks.append(Image("Distribution of contamination rates", "audit_rates.png",
                             study_plots.rate_histogram_png([b["rate"] for b in books], exp)))
     if results.get("skipped"):
@@ -88,7 +119,9 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
                                    for s in results["skipped"]), lead="Skipped books:"))
     blocks.append(Notice(("Method after Shi et al. 2024 (Min-K% Prob), case study on "
                           "copyrighted books: a threshold chosen on validation texts of known "
-                          "status, applied to random snippets of each book.",)))
+                          "status, applied to random snippets of each book; books marked "
+                          "against never-seen validation books' spread, with a "
+                          "false-discovery-rate correction (pddkit's addition).",)))
     blocks.append(Config({"configuration": results["configuration"], "counts": results["counts"],
                           "models": results.get("models", {})}))
     return write_page(Page("pddkit audit: which books was this model trained on?",

@@ -2,8 +2,12 @@
 language models", case study "detecting copyrighted books"): a threshold on one method's
 score is chosen on labelled validation texts (known members vs never-seen texts), then
 each audited book's contamination rate is the share of its random snippets scoring above
-it, with a Wilson 95% interval, beside the rate expected for a never-seen book (the
-validation false-positive rate).
+it, with a Wilson 95% interval. A book is marked when its count is improbable for a book
+the model never saw: a one-sided p-value under the spread of never-seen validation books'
+out-of-fold rates (a beta-binomial; folds of whole books), Benjamini-Hochberg at `fdr`
+over the audited books (evaluation/book_rates.py). Validation data without books (groups)
+gives a binomial at the pooled rate, and the verdict says that between-book variation is
+not accounted for.
 
 Snippets are `words`-word spans cut at word offsets from the book's text (Project
 Gutenberg header and licence stripped; spacing and newlines kept), at seeded random
@@ -20,13 +24,14 @@ import logging
 import re
 import zlib
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 
 from pddkit.errors import PddkitError
+from pddkit.evaluation.book_rates import BookJudgement, NeverSeenReference, judge_books
 from pddkit.evaluation.thresholds import (
-    Threshold,
     ThresholdSummary,
     parse_rule,
     require_both_classes,
@@ -64,7 +69,9 @@ class BookRate:
     rate: float
     ci_low: float
     ci_high: float
-    flagged: bool  # interval entirely above the never-seen rate's interval
+    p_value: float  # P(a never-seen book of `snippets` has `above` or more), one-sided
+    q_value: float  # Benjamini-Hochberg adjusted over the audited books
+    marked: bool  # q_value <= fdr: more above than a never-seen book's spread explains
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class SkippedBook:
 class AuditResult:
     method: str
     threshold: ThresholdSummary
+    reference: NeverSeenReference  # what a never-seen book's count looks like
+    book_test: dict  # fdr, cutoff, false_marks_bound, expected_if_none_seen
     books: tuple[BookRate, ...]  # ranked: highest rate first
     skipped: tuple[SkippedBook, ...]
     snippets: tuple[Snippet, ...]
@@ -94,6 +103,7 @@ class AuditResult:
         return {"study": "audit", "paper": PAPER, "pddkit_version": __version__,
                 "configuration": self.config, "method": self.method,
                 "validation": asdict(self.threshold), "verdict": self.verdict,
+                "never_seen_reference": asdict(self.reference), "book_test": self.book_test,
                 "books": [asdict(b) for b in self.books],
                 "skipped": [asdict(s) for s in self.skipped], "counts": self.counts,
                 "models": self.models, "notices": list(self.notices)}
@@ -107,11 +117,12 @@ class AuditResult:
         with (out / "books.csv").open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["rank", "book", "words", "snippets", "above", "rate", "ci_low",
-                        "ci_high", "expected_fpr", "flagged"])
+                        "ci_high", "never_seen_rate", "p_value", "q_value", "marked"])
             for i, b in enumerate(self.books, 1):
                 w.writerow([i, b.book, b.words, b.snippets, b.above, f"{b.rate:.4f}",
                             f"{b.ci_low:.4f}", f"{b.ci_high:.4f}",
-                            f"{self.threshold.expected_fpr:.4f}", int(b.flagged)])
+                            f"{self.reference.mean:.4f}", f"{b.p_value:.3g}",
+                            f"{b.q_value:.3g}", int(b.marked)])
         with (out / "snippets.jsonl").open("w") as fh:
             for s, score in zip(self.snippets, self.scores):
                 fh.write(json.dumps({"book": s.book, "index": s.index, "start_word": s.start_word,
@@ -195,18 +206,30 @@ def _validation(val_data, val_benchmark, data_dir, on_invalid):
     return dataset
 
 
-def _verdict(books: list[BookRate], th: ThresholdSummary, skipped: int) -> str:
-    exp = f"{100 * th.expected_fpr:.0f}%"
-    flagged = [b for b in books if b.flagged]
-    verb = "shows" if len(flagged) == 1 else "show"
-    lines = [f"Of {len(books)} books audited, {len(flagged)} {verb} clearly more passages that "
-             f"look like training text than a book the model never saw would (about {exp} of "
-             "its passages)."]
-    if flagged:
+def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReference,
+             test: dict, skipped: int) -> str:
+    marked = [b for b in books if b.marked]
+    verb = "shows" if len(marked) == 1 else "show"
+    spread = (f", give or take {100 * ref.between_book_sd:.0f} points from book to book"
+              if ref.spread_accounted else "")
+    lines = [f"Of {len(books)} books audited, {len(marked)} {verb} clearly more passages that "
+             f"look like training text than a book the model never saw would (about "
+             f"{100 * ref.mean:.0f}% of its passages{spread})."]
+    if marked:
         top = books[0]
         lines.append(f"The highest is {top.book}: {100 * top.rate:.0f}% of its "
                      f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
                      f"{100 * top.ci_high:.0f}%).")
+    fdr, chance = test["fdr"], test["expected_if_none_seen"]
+    lines.append(f"Had the model seen none of these books, about {chance:.2g} of them would be "
+                 "expected to be marked by chance" + (
+                     f"; of the {len(marked)} marked, at most about "
+                     f"{test['false_marks_bound']:.2g} are expected to be books it never saw "
+                     f"(false-discovery rate {100 * fdr:g}%)." if marked else "."))
+    if not ref.spread_accounted:
+        lines.append(f"Between-book variation is not accounted for ({ref.reason}): never-seen "
+                     "books differ from one another more than one pooled rate says, so more "
+                     "of them may be marked than stated.")
     quality = ("reliable" if th.val_auc >= 0.8 else "weak" if th.val_auc >= 0.6
                else "no better than chance")
     lines.append(f"On validation texts of known status the method was {quality} (AUC "
@@ -219,12 +242,23 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, skipped: int) -> str:
     return " ".join(lines)
 
 
+def _rates(cut: list[list[Snippet]], lengths: dict, judged: BookJudgement) -> list[BookRate]:
+    rates = []
+    test = judged.test
+    for i, got in enumerate(cut):
+        k, n = judged.above[i], judged.snippets[i]
+        lo, hi = wilson_interval(k, n)
+        rates.append(BookRate(got[0].book, lengths[got[0].book], n, k, k / n, lo, hi,
+                              test.p_values[i], test.q_values[i], test.marked[i]))
+    return sorted(rates, key=lambda b: (-b.rate, -b.ci_low, b.book))
+
+
 @register_study("audit", "Which books was the model trained on? Per-book contamination rates",
                 PAPER)
 def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str | None = None,
                 val_benchmark: str | None = None, data_dir: str | None = None,
                 snippets: int = 100, words: int = 512, threshold: str = "accuracy",
-                seed: int = 0, tokenizer=None, ref_model: str | None = None,
+                fdr: float = 0.05, seed: int = 0, tokenizer=None, ref_model: str | None = None,
                 freq: str | None = None, backend: str = "hf", api_base: str | None = None,
                 api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
                 cache: str | None = None, batch_size: int | str = 8,
@@ -233,8 +267,10 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                 local_files_only: bool = False, on_invalid: str = "error") -> AuditResult:
     """Audit `books` (a folder of .txt, a .txt or a JSONL with `book`, `text`) for
     membership in `model`'s training data with one `method` (Shi et al. 2024: Min-K%,
-    100 snippets of 512 words per book, the accuracy-maximising threshold). `model` is a
-    path or hub id, a LoadedModel, a Backend, or a loaded HF model with `tokenizer`."""
+    100 snippets of 512 words per book, the accuracy-maximising threshold); a book is marked
+    when it survives Benjamini-Hochberg at `fdr` against never-seen validation books' spread.
+    `model` is a path or hub id, a LoadedModel, a Backend, or a loaded HF model with
+    `tokenizer`."""
     from pddkit.api import _model, _name
     from pddkit.data.overlap import without_overlap
     from pddkit.data.samples import Sample, make_dataset
@@ -245,6 +281,8 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
         if not isinstance(value, int) or value < 1:
             raise PddkitError(f"`{name}` must be a whole number of at least 1, not {value!r}")
     parse_rule(threshold)
+    if not isinstance(fdr, (int, float)) or not 0 < fdr < 1:
+        raise PddkitError(f"`fdr` must be between 0 and 1 (e.g. 0.05), not {fdr!r}")
     if (val_data is None) == (val_benchmark is None):
         raise PddkitError("give exactly one of `val_data` (a labelled table) and "
                           "`val_benchmark` (e.g. bookmia) to choose the threshold on")
@@ -292,19 +330,20 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                           f"({', '.join(m.label for m in run.methods)}); name exactly one")
     scores = np.asarray(run.methods[0].scores, dtype=float)
     n = len(snips)
-    fitted = Threshold(threshold, seed=seed).fit(scores[n:], val.labels)
-    th = fitted.summary()
-    member = fitted.predict(scores[:n])
-    rates, at = [], 0
-    for got in cut:
-        k = int(member[at:at + len(got)].sum())
-        lo, hi = wilson_interval(k, len(got))
-        rates.append(BookRate(got[0].book, lengths[got[0].book], len(got), k, k / len(got),
-                              lo, hi, flagged=lo > th.expected_fpr_ci[1]))
-        at += len(got)
-    rates.sort(key=lambda b: (-b.rate, -b.ci_low, b.book))
+    bounds = np.cumsum([0] + [len(got) for got in cut])
+    judged = judge_books(scores[n:], val.labels, [scores[a:b] for a, b in pairwise(bounds)],
+                         val_groups=[s.group for s in val.samples], rule=threshold, fdr=fdr,
+                         seed=seed)
+    th, ref = judged.threshold, judged.reference
+    rates = _rates(cut, lengths, judged)
+    test = {"fdr": fdr, "cutoff": judged.test.cutoff,
+            "false_marks_bound": judged.test.false_marks_bound,
+            "expected_if_none_seen": judged.test.expected_if_none_seen}
     short = sum(len(g) < snippets for g in cut)
     notices = list(run.notices)
+    if not ref.spread_accounted:
+        notices.append(f"between-book variation is not accounted for: {ref.reason}; a book is "
+                       "tested against one pooled never-seen rate")
     if short:
         notices.append(f"{short} of {len(cut)} books hold fewer than {snippets} "
                        f"non-overlapping {words}-word snippets and gave as many as fit")
@@ -315,15 +354,17 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     cfg = {"model": config.model, "method": method, "method_resolved": run.methods[0].label,
            "books": str(books), "val_data": None if val_data is None else str(val_data),
            "val_benchmark": val_benchmark, "data_dir": data_dir, "snippets": snippets,
-           "words": words, "threshold": threshold, "seed": seed,
+           "words": words, "threshold": threshold, "fdr": fdr, "seed": seed,
            "engine": {k: v for k, v in run.config.items()
                       if k in ("batch_size", "max_length", "device", "dtype", "ref_model",
                                "freq", "backend", "cache", "revision")}}
     counts = {"books": len(lengths), "audited": len(cut), "skipped": len(skipped),
               "snippets": n, "books_with_fewer_snippets": short, "validation_texts": len(val.samples),
               "validation_left_out": len(val.skipped), "truncated": run.counts.get("truncated", {})}
-    return AuditResult(method=run.methods[0].label, threshold=th, books=tuple(rates),
+    return AuditResult(method=run.methods[0].label, threshold=th, reference=ref,
+                       book_test=test, books=tuple(rates),
                        skipped=tuple(skipped), snippets=tuple(snips),
                        scores=tuple(map(float, scores[:n])),
-                       verdict=_verdict(rates, th, len(skipped)), config=cfg, counts=counts,
+                       verdict=_verdict(rates, th, ref, test, len(skipped)), config=cfg,
+                       counts=counts,
                        models=dict(run.models), notices=tuple(notices))
