@@ -1,13 +1,12 @@
 """Threshold chosen on validation scores (Shi et al. 2024: maximise accuracy; or a target
-FPR), checked against hand-made scores, and the Wilson interval against its formula."""
-
-import math
+FPR), its out-of-sample false-positive rate (folds of texts or of whole books) on scores
+whose answers are known by hand, and the Wilson interval against textbook values."""
 
 import numpy as np
 import pytest
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.thresholds import Threshold, parse_rule, wilson_interval
+from pddkit.evaluation.thresholds import Threshold, group_folds, parse_rule, wilson_interval
 
 # members 1, non-members 0; higher = member
 SCORES = [0.9, 0.8, 0.7, 0.4, 0.6, 0.3, 0.2, 0.1]
@@ -54,28 +53,70 @@ def test_summary_states_the_expected_fpr_with_its_interval():
 
 
 def test_the_expected_fpr_is_measured_out_of_sample():
-    """Each fold's threshold is chosen on the other folds and counted on the held-out
-    non-members; pooled, that is the expected rate (the in-sample one is kept beside it)."""
-    from sklearn.model_selection import StratifiedKFold
-
-    rng = np.random.default_rng(0)
-    y = np.r_[np.ones(30, int), np.zeros(30, int)]
-    s = rng.normal(size=60) + 0.8 * y
-    t = Threshold("accuracy", cv_folds=5, seed=3).fit(s, y)
-    fp = 0
-    for train, test in StratifiedKFold(5, shuffle=True, random_state=3).split(s, y):
-        cut = Threshold("accuracy", cv_folds=0).fit(s[train], y[train]).threshold_
-        fp += int(((s[test] > cut) & (y[test] == 0)).sum())
-    assert t.cv_false_positives_ == fp and t.expected_fpr_ == t.cv_fpr_ == fp / 30
+    """A known answer: nine never-seen texts at 0.1 and one at 0.95, above every member.
+    In sample, "fpr=0.05" puts the threshold at 0.95 (no false positive). Held out, the
+    0.95 text meets a threshold chosen on the others (just above 0.1) and is a false
+    positive, whatever the folds; the texts at 0.1 never are: 1 of 10."""
+    members = [0.50, 0.54, 0.58, 0.62, 0.66, 0.70, 0.74, 0.78, 0.82, 0.86]
+    s = members + [0.1] * 9 + [0.95]
+    y = [1] * 10 + [0] * 10
+    for seed in range(3):
+        t = Threshold("fpr=0.05", cv_folds=5, seed=seed).fit(s, y)
+        assert t.threshold_ == 0.95 and t.val_fpr_ == 0.0  # in sample
+        assert t.cv_false_positives_ == 1 and t.expected_fpr_ == t.cv_fpr_ == 0.1
+        assert t.oof_calls_[10:].tolist() == [0] * 9 + [1]  # the 0.95 text, held out
     summary = t.summary()
     assert summary.expected_fpr_source == "cross-validated (5 folds)"
-    assert summary.expected_fpr_ci == wilson_interval(fp, 30)
-    assert summary.val_fpr == t.val_fpr_ == float(((s > t.threshold_) & (y == 0)).mean() * 2)
+    assert summary.expected_fpr_ci == pytest.approx((0.0179, 0.4042), abs=1e-4)  # Wilson 1/10
+    assert summary.val_fpr == 0.0
     # the in-sample rate of an "fpr=0.05" threshold is at most 5% by construction; held out,
     # the rate is usually higher: the optimism the cross-validation removes
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(30, int), np.zeros(30, int)]
     rates = [Threshold("fpr=0.05", seed=i).fit(rng.normal(size=60) + 0.8 * y, y) for i in range(20)]
     assert all(r.val_fpr_ <= 0.05 for r in rates)
     assert np.mean([r.cv_fpr_ for r in rates]) > np.mean([r.val_fpr_ for r in rates])
+
+
+def test_folds_of_whole_books_when_texts_name_their_book():
+    """Known answer: four member books at 1.0 and four never-seen books, A at 0.9, B, C, D
+    at 0.1-0.3, five texts each. With A's texts on both sides of a split (text folds), a
+    threshold above 0.9 is always learnt and no held-out never-seen text passes it; with
+    whole books held out, A is judged by a threshold learnt without it (between 0.3 and
+    1.0), so all five of A's texts are false positives: 5 of 20."""
+    books = {"m0": 1.0, "m1": 1.01, "m2": 1.02, "m3": 1.03, "A": 0.9, "B": 0.1, "C": 0.2,
+             "D": 0.3}
+    groups = [b for b in books for _ in range(5)]
+    s = [books[b] for b in groups]
+    y = [int(b.startswith("m")) for b in groups]
+    for seed in range(3):
+        t = Threshold("accuracy", seed=seed).fit(s, y, groups=groups)
+        assert t.threshold_ == pytest.approx(0.95) and t.val_fpr_ == 0.0
+        assert t.cv_folds_used_ == 4 and t.cv_false_positives_ == 5
+        assert [int(c) for c, g in zip(t.oof_calls_, groups) if g in "ABCD"] == [1] * 5 + [0] * 15
+        assert t.summary().expected_fpr_source == "cross-validated (4 folds of whole groups)"
+    plain = Threshold("accuracy", seed=0).fit(s, y)  # text folds: A is on both sides
+    assert plain.cv_false_positives_ == 0 and plain.summary().expected_fpr_source == (
+        "cross-validated (5 folds)")
+
+
+def test_group_folds_never_split_a_book_and_balance_the_folds():
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 40, size=60)
+    groups = np.repeat([f"book{i}" for i in range(60)], sizes)
+    y = np.repeat((np.arange(60) % 3 == 0).astype(int), sizes)  # 20 member books, 40 not
+    fold = group_folds(y, groups, 5, seed=7)
+    for g in np.unique(groups):
+        assert len(set(fold[groups == g])) == 1, g  # a book sits in one fold only
+    for f in range(5):  # both classes in every fold, texts per class within one book's size
+        assert {0, 1} <= set(y[fold == f])
+    for cls in (0, 1):
+        per_fold = np.bincount(fold[y == cls], minlength=5)
+        assert per_fold.max() - per_fold.min() <= sizes.max()
+    assert (group_folds(y, groups, 5, seed=7) == fold).all()
+    assert not (group_folds(y, groups, 5, seed=8) == fold).all()  # the seed matters
+    with pytest.raises(PddkitError, match="10 validation texts but 3 group names"):
+        Threshold().fit(np.arange(10.0), [0, 1] * 5, groups=["a", "b", "c"])
 
 
 def test_too_few_texts_per_class_fall_back_to_in_sample():
@@ -84,16 +125,18 @@ def test_too_few_texts_per_class_fall_back_to_in_sample():
     assert t.summary().expected_fpr_source == "in-sample"
 
 
-def test_wilson_interval_formula():
-    lo, hi = wilson_interval(8, 10)
-    z = 1.959963984540054
-    p, n = 0.8, 10
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    assert (lo, hi) == pytest.approx((centre - half, centre + half))
-    assert (lo, hi) == pytest.approx((0.4902, 0.9433), abs=1e-4)  # the textbook values
+def test_wilson_interval_textbook_values():
+    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    # 0 of n: the upper end is z^2 / (n + z^2) = 3.8415 / 13.8415
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert wilson_interval(0, 20)[0] == 0.0 and wilson_interval(20, 20)[1] == 1.0
     assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_auc_counts_ties_as_half():
+    t = Threshold("accuracy", cv_folds=0).fit([0.5, 0.5, 0.9, 0.1], [1, 0, 1, 0])
+    # pairs (member, non-member): (0.5, 0.5) tie = 1/2, (0.5, 0.1) 1, (0.9, 0.5) 1, (0.9, 0.1) 1
+    assert t.val_auc_ == pytest.approx(3.5 / 4)
 
 
 @pytest.mark.parametrize("labels, message", [
