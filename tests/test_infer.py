@@ -409,7 +409,7 @@ def test_split_groups_balances_whole_documents():
 def test_documents_too_few_for_two_halves_is_one_sentence():
     groups = ("big",) * 30 + ("small",) * 5
     X = np.random.default_rng(0).standard_normal((35, 3))
-    with pytest.raises(PddkitError, match=r"by document \(`group`\), but its 35 texts from 2 "
+    with pytest.raises(PddkitError, match=r"by document \('group'\), but its 35 texts from 2 "
                                           r"documents give halves of (30 and 5|5 and 30) texts"):
         decide(FeatureMatrix(NAMES, X, X, groups))
 

@@ -123,13 +123,13 @@ class CheckSplit:
         a, b = self.texts
         if self.by == "text":
             return (f"The false-positive check split the reference set text by text ({a} + {b} "
-                    "texts; they have no `group`), so windows of one document may sit on both "
-                    "halves and make them look alike; give each text its document under "
-                    "`group` to split by whole documents.")
+                    "texts; they have no 'group' column), so windows of one document may sit "
+                    "on both halves and make them look alike; give each text its document "
+                    "under 'group' to split by whole documents.")
         ga, gb = self.groups
-        alone = (f"; {self.ungrouped} texts without a `group` count as one document each"
+        alone = (f"; {self.ungrouped} texts without a 'group' count as one document each"
                  if self.ungrouped else "")
-        return (f"The false-positive check split the reference set by document (`group`): "
+        return (f"The false-positive check split the reference set by document ('group'): "
                 f"{ga} documents ({a} texts) against {gb} documents ({b} texts), no document "
                 f"on both sides{alone}.")
 
@@ -270,7 +270,7 @@ def check_halves(n_reference: int, seed: int = 0,
     a, b, split = reference_halves(n_reference, seed, groups)
     if min(len(a), len(b)) < 2 * MIN_PER_HALF:
         raise PddkitError(
-            f"the false-positive check splits the reference set by document (`group`), but "
+            f"the false-positive check splits the reference set by document ('group'), but "
             f"its {n_reference} texts from {sum(split.groups)} documents give halves of "
             f"{len(a)} and {len(b)} texts, and each needs at least {2 * MIN_PER_HALF}; "
             "give more reference documents or `false_positive_check=False`")
