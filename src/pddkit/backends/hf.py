@@ -31,7 +31,7 @@ class HFBackend:
     capabilities = Capabilities(full_distribution=True, hidden_states=True, local_model=True)
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("device", "dtype", "trust_remote_code", "local_files_only", "revision",
-               "batch_size", "padding_side", "max_length")
+               "batch_size", "padding_side", "max_length", "engine")
 
     def __init__(self, lm=None, *, batch_size: int | str = 8, padding_side: str = "right",
                  max_length: int | None = None, spec: BackendSpec | None = None,
@@ -56,15 +56,20 @@ class HFBackend:
         self._spec = spec
         self._fingerprint: str | None = None
         self._load_key: str | None = None
+        self._identity = None  # run_elsewhere: () -> (fingerprint, facts) from where it runs
+        self._where: str | None = None
+        self._tokens = None  # run_elsewhere: the tokenizer alone (hf_loading.TokenizerView)
 
     @classmethod
     def load(cls, name: str, *, device: str = "auto", dtype: str = "auto",
              trust_remote_code: bool = False, local_files_only: bool = False,
              revision: str | None = None, batch_size: int | str = 8, padding_side: str = "right",
-             max_length: int | None = None, role: str = "model") -> HFBackend:
+             max_length: int | None = None, engine: str = "local",
+             role: str = "model") -> HFBackend:
         """`name` (a local directory or a hub id), loaded when first needed. A missing local
         path, a hub id that can be fetched neither from the local cache nor from the hub, or
-        a `device` this machine does not have is refused now."""
+        a `device` this machine does not have is refused now. `engine="ray"`: never loaded
+        here unless a pass needs the model itself (the actors run it: run_elsewhere)."""
         from pddkit.backends.hf_loading import DTYPES, check_device, check_source
 
         if dtype not in DTYPES:
@@ -80,7 +85,7 @@ class HFBackend:
         backend = cls(None, batch_size=batch_size, padding_side=padding_side,
                       max_length=max_length, spec=BackendSpec("hf", name, tuple(sorted(options.items()))),
                       name=name)
-        if backend.model_directory() is None:  # nothing to remember it by: load it now
+        if engine == "local" and backend.model_directory() is None:  # nothing to remember it by
             backend.lm  # noqa: B018
         return backend
 
@@ -173,12 +178,36 @@ class HFBackend:
             parts = {"backend": "hf", "stats_format": STATS_FORMAT, "dir": str(d), "files": files,
                      "device_dtype": resolve_device_dtype(o["device"], o["dtype"]),
                      "trust_remote_code": o["trust_remote_code"], "revision": o["revision"],
-                     "versions": versions}
+                     "versions": versions, **({"where": self._where} if self._where else {})}
             text = json.dumps(parts, sort_keys=True, default=str)
             self._load_key = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self._load_key
 
+    def run_elsewhere(self, identity, where: str) -> None:
+        """Make this the driver's view of a model that other processes run (the Ray engine's
+        actors): texts are encoded with the tokenizer alone, `identity()` -> (fingerprint,
+        facts) is asked of where the model runs (same device and dtype as the statistics),
+        and `where` joins the load key. The model is loaded here only if a pass needs it."""
+        self._identity, self._where, self._load_key = identity, where, None
+
+    def _tokenizer_view(self):
+        """The tokenizer and context without the model: the loaded model's when there is
+        one, else (run_elsewhere) the tokenizer and config files alone, loaded once."""
+        if self._lm is not None or self._identity is None:
+            return self.lm
+        if self._tokens is None:
+            from pddkit.backends.hf_loading import load_tokenizer_view
+
+            o = dict(self._spec.options)
+            self._tokens = load_tokenizer_view(self._spec.model, role=o["role"],
+                                               trust_remote_code=o["trust_remote_code"],
+                                               local_files_only=o["local_files_only"],
+                                               revision=o["revision"])
+        return self._tokens
+
     def fingerprint(self) -> str:
+        if self._fingerprint is None and self._identity is not None:
+            self._fingerprint = self._identity()[0]
         if self._fingerprint is None:
             from pddkit.cache.fingerprint import hf_fingerprint
 
@@ -192,9 +221,12 @@ class HFBackend:
         return self._fingerprint
 
     def facts(self) -> dict:
-        """What results.json reports about the model (loads it)."""
+        """What results.json reports about the model (loads it; run_elsewhere: asked of
+        where it runs)."""
         from pddkit.resources.frequency import vocab_fingerprint
 
+        if self._identity is not None:
+            return dict(self._identity()[1])
         lm = self.lm
         return {"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name) or lm.name,
                 "vocab_size": len(lm.tokenizer), "vocab_fingerprint": vocab_fingerprint(lm.tokenizer),
@@ -203,7 +235,7 @@ class HFBackend:
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
         from pddkit.backends.stats_pass import encode
 
-        enc = encode(self.lm, texts, names, self.max_length, what=what)
+        enc = encode(self._tokenizer_view(), texts, names, self.max_length, what=what)
         return Encoded(ids=enc.ids, truncated=enc.truncated)
 
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
@@ -216,5 +248,5 @@ class HFBackend:
         return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.lm.tokenizer.decode(list(ids))
+        return self._tokenizer_view().tokenizer.decode(list(ids))
 

@@ -278,3 +278,34 @@ def load_tokenizer(name: str, *, trust_remote_code: bool = False, local_files_on
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PddkitError(f"could not load the tokenizer of {name}: {first}") from None
+
+
+@dataclass(frozen=True)
+class TokenizerView:
+    """What encoding reads of a LoadedModel (tokenizer, name, context), without the model."""
+
+    tokenizer: Any
+    name: str
+    context_length: int | None
+
+
+def load_tokenizer_view(name: str, *, role: str = "model", trust_remote_code: bool = False,
+                        local_files_only: bool = False, revision: str | None = None) -> TokenizerView:
+    """The tokenizer and the context of a model directory or hub id, read from its tokenizer
+    and config files as load_model reads them, without loading the weights (the Ray
+    engine's driver encodes with this; its actors load the model)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    src = str(Path(name).expanduser()) if looks_local(name) else name
+    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
+    if revision is not None:
+        common["revision"] = revision
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src, **common)
+        config = AutoConfig.from_pretrained(src, **common)
+    except (OSError, ValueError, KeyError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PddkitError(f"could not load the tokenizer of {role} {name}: {first}") from None
+    return TokenizerView(tokenizer, name, context_length(SimpleNamespace(config=config)))

@@ -1,6 +1,7 @@
 """Executors: where the statistics passes run. `LocalExecutor` runs them in this process;
 `RayExecutor` (executors_ray.py, the only module that imports ray) spreads them over
-Ray actors. Both return TokenStats in the order of the texts."""
+Ray actors. Both return TokenStats in the order of the texts. `prepare(backend)` is called
+on every backend as it is opened, before anything asks it for facts or a fingerprint."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from pddkit.stats import TokenStats
 
 
 class Executor(Protocol):
+    def prepare(self, backend: Backend) -> Backend:
+        """`backend`, made ready to run where this executor runs passes."""
+
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
                     desc: str) -> list[TokenStats]:
         """TokenStats of each text under `backend`, in order."""
@@ -21,6 +25,9 @@ class LocalExecutor:
     """Encode here, one batched statistics pass here."""
 
     name = "local"
+
+    def prepare(self, backend: Backend) -> Backend:
+        return backend
 
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
                     desc: str) -> list[TokenStats]:

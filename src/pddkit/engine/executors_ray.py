@@ -1,19 +1,27 @@
-"""The Ray executor (`engine="ray"`): statistics passes spread over Ray actors with Ray Data.
-The only module that imports ray (`pip install 'pddkit[ray]'`).
+"""The Ray executor (`engine="ray"`): statistics passes spread over Ray actors. The only
+module that imports ray (`pip install 'pddkit[ray]'`).
 
-The driver encodes the texts with the backend's own tokenizer (so truncation and errors
-are those of the local engine), looks up the statistics cache, and cuts the sequences that
-remain into the batches the local pass would make (longest first, `batch_size` each).
-Each batch is one row of a Ray dataset (`from_items`, with its row index); `map_batches`
-runs a callable class on an actor pool (`ActorPoolStrategy(size=actors)`), each actor
-building its backend once from the backend's picklable spec and running the same
-statistics pass on exactly that batch; per-token arrays come back as Arrow list columns
-and are put back in order by row index. Same batches, same code: the statistics equal the
-local engine's bit for bit on CPU.
+The driver never loads an `hf` model for a pass the actors run: it encodes the texts with
+the tokenizer alone (backends.hf.HFBackend.run_elsewhere; same truncation and errors as
+the local engine), asks an actor for the model's fingerprint and facts (so the cache key
+and results.json carry the device and dtype the statistics were computed with), looks up
+the statistics cache, and cuts the sequences that remain into the batches the local pass
+would make (longest first, `batch_size` each). Each batch goes to an idle actor, one at a
+time per actor; an actor builds its backend from the backend's picklable spec when first
+asked and runs the same statistics pass on exactly that batch. Same batches, same code:
+the statistics equal the local engine's bit for bit on CPU.
 
-One dataset (one actor pool, one model load per actor) serves a whole call. Behind the
-cache, the driver writes the new statistics as they stream back, chunk by chunk (one
-writer, so the actors need neither the cache folder - on a cluster, often not their
+Failures are bounded and named. An exception raised in an actor (a model that cannot be
+loaded, ...) is one sentence at once. An actor that dies (killed, out of memory, a crash
+in native code) is replaced and its batch sent once more; a batch that kills its actor
+twice ends the run with one sentence naming its texts. Ray itself neither restarts actors
+nor retries their tasks (max_restarts=0, max_task_retries=0), so the driver always knows
+which batch an actor died on.
+
+One actor pool (one model load per actor) serves every pass of a backend; a pass of
+another backend (the reference model) replaces it, so that one GPU never holds two pools.
+Behind the cache, the driver writes the new statistics as they come back, chunk by chunk
+(one writer, so the actors need neither the cache folder - on a cluster, often not their
 disk - nor locks), and a killed run keeps every chunk it finished."""
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from __future__ import annotations
 import logging
 import re
 import socket
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -32,6 +41,9 @@ from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
 
+MAX_DEATHS = 2  # a batch that kills this many actors ends the run
+NAMED = 5  # texts named in that sentence, at most
+
 
 def _ray():
     try:
@@ -41,57 +53,147 @@ def _ray():
     return ray
 
 
-class StatsActor:
-    """Ray Data callable class: one backend per actor, built from its spec."""
+class StatsWorker:
+    """One Ray actor: a backend built from its spec when first needed (so a failure to build
+    it is the error of that call, one sentence on the driver)."""
 
     def __init__(self, spec: BackendSpec, threads: int) -> None:
-        import torch
+        self.spec, self.threads = spec, threads
+        self._built: Backend | None = None
 
-        if threads > 0:
-            torch.set_num_threads(threads)  # two one-CPU actors must not each take every core
-        self.backend = spec.build()
+    def backend(self) -> Backend:
+        if self._built is None:
+            if self.threads > 0 and self.spec.kind == "hf":
+                import torch
 
-    def __call__(self, batch):
-        """One row = one batch of the local pass: [rows] -> L, H, M2 as Arrow list columns."""
-        import pyarrow as pa
+                torch.set_num_threads(self.threads)  # two one-CPU actors must not each take every core
+            self._built = self.spec.build()
+        return self._built
 
-        rows = batch.column("row").to_pylist()
-        ids_col = batch.column("ids").to_pylist()  # [R][B][n]
-        out = {"row": rows, "L": [], "H": [], "M2": []}
-        for seqs in ids_col:
-            stats = self.backend.stats_for_ids(seqs, [False] * len(seqs), desc="ray actor")
-            for k in ("L", "H", "M2"):
-                out[k].append([getattr(st, k).tolist() for st in stats])
-        f32 = pa.list_(pa.list_(pa.float32()))  # [R][B][n]
-        return pa.table({"row": pa.array(rows, pa.int64()), "L": pa.array(out["L"], f32),
-                         "H": pa.array(out["H"], f32), "M2": pa.array(out["M2"], f32)})
+    def identity(self) -> tuple[str, dict | None]:
+        """The backend's fingerprint and facts, as computed where the statistics are."""
+        backend = self.backend()
+        facts = getattr(backend, "facts", None)
+        return backend.fingerprint(), (facts() if facts is not None else None)
+
+    def stats(self, seqs: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(L, H, M2) of each sequence: one batch of the local pass."""
+        out = self.backend().stats_for_ids(seqs, [False] * len(seqs), desc="ray actor")
+        return [(st.L, st.H, st.M2) for st in out]
+
+
+def _names(labels: Sequence[str]) -> str:
+    shown = ", ".join(labels[:NAMED])
+    return shown if len(labels) <= NAMED else f"{shown} and {len(labels) - NAMED} more"
+
+
+class _Pool:
+    """`size` actors of `worker` for one backend spec, each running one batch at a time."""
+
+    def __init__(self, ray, worker: type, spec: BackendSpec, size: int, gpus: float,
+                 threads: int) -> None:
+        self.ray, self.spec, self.threads = ray, spec, threads
+        self.cls = ray.remote(worker).options(num_cpus=1, num_gpus=gpus or None,
+                                              max_restarts=0, max_task_retries=0)
+        self.actors = [self._new() for _ in range(size)]
+
+    def _new(self):
+        return self.cls.remote(self.spec, self.threads)
+
+    def replace(self, slot: int) -> None:
+        self.ray.kill(self.actors[slot], no_restart=True)
+        self.actors[slot] = self._new()
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor, no_restart=True)
+        self.actors = []
+
+    def identity(self) -> tuple[str, dict | None]:
+        """Actor 0's (fingerprint, facts); an actor that dies loading the model is replaced once."""
+        for death in range(1, MAX_DEATHS + 1):
+            try:
+                return self.ray.get(self.actors[0].identity.remote())
+            except self.ray.exceptions.RayActorError as e:
+                if getattr(e, "actor_init_failed", False):
+                    raise PddkitError(f"a Ray actor could not start: {_cause(e)}") from None
+                if death == MAX_DEATHS:
+                    raise PddkitError(f"the Ray actor loading {self.spec.model} died {death} times "
+                                      "(out of memory, or a crash in native code)") from None
+                self.replace(0)
+            except self.ray.exceptions.RayError as e:
+                raise PddkitError(f"a Ray actor failed: {_cause(e)}") from None
+        raise AssertionError("unreachable")
+
+    def run(self, batches: list[list[list[int]]], labels: list[list[str]],
+            desc: str) -> Iterator[tuple[int, list]]:
+        """(batch index, [(L, H, M2)] per sequence) as batches finish, in any order."""
+        queue, idle = deque(range(len(batches))), list(range(len(self.actors)))
+        pending: dict = {}  # object ref -> (actor slot, batch index)
+        deaths: Counter = Counter()
+        while queue or pending:
+            while queue and idle:
+                slot, b = idle.pop(0), queue.popleft()
+                pending[self.actors[slot].stats.remote(batches[b])] = (slot, b)
+            [ref], _ = self.ray.wait(list(pending), num_returns=1)
+            slot, b = pending.pop(ref)
+            try:
+                out = self.ray.get(ref)
+            except self.ray.exceptions.RayActorError as e:  # the actor's process died
+                if getattr(e, "actor_init_failed", False):  # ... before it could run anything
+                    raise PddkitError(f"a Ray actor could not start: {_cause(e)}") from None
+                deaths[b] += 1
+                if deaths[b] >= MAX_DEATHS:
+                    raise PddkitError(
+                        f"{desc}: the batch of {_names(labels[b])} killed its Ray actor "
+                        f"{deaths[b]} times (out of memory, or a crash in native code); score "
+                        "these texts with the local engine, or leave them out") from None
+                logger.warning("%s: a Ray actor died on the batch of %s; running it once more on "
+                               "a new actor", desc, _names(labels[b]))
+                self.replace(slot)
+                queue.appendleft(b)
+            except self.ray.exceptions.RayError as e:
+                raise PddkitError(f"a Ray actor failed: {_cause(e)}") from None
+            else:
+                yield b, out
+            idle.append(slot)
 
 
 class _Stream:
-    """One Ray Data pass over `ids` (the local pass's batches), read as it streams:
-    `get(i)` waits for the batch holding sequence i and returns its (L, H, M2)."""
+    """One pass over `batches` (lists of sequence indices), read as it streams: `get(i)`
+    waits for the batch holding sequence i and returns its (L, H, M2)."""
 
-    def __init__(self, ray, rows, batches: list[list[int]]) -> None:
-        self.ray, self.rows, self.batches = ray, rows, batches
+    def __init__(self, rows: Iterator[tuple[int, list]], batches: list[list[int]], bar,
+                 on_error) -> None:
+        self.rows, self.batches, self.bar, self.on_error = rows, batches, bar, on_error
         self.ready: dict[int, tuple] = {}
+        self.received = 0
+        if not batches:
+            bar.close()
 
     def get(self, i: int) -> tuple:
         while i not in self.ready:
             try:
-                row = next(self.rows)
+                b, out = next(self.rows)
             except StopIteration:
                 raise RuntimeError("the Ray pass returned no statistics for some texts") from None
-            except self.ray.exceptions.RayError as e:
-                raise PddkitError(f"a Ray actor failed: {_cause(e)}") from None
-            for j, k in enumerate(self.batches[int(row["row"])]):
-                self.ready[k] = (row["L"][j], row["H"][j], row["M2"][j])
+            except BaseException:
+                self.bar.close()
+                self.on_error()
+                raise
+            for k, arrays in zip(self.batches[b], out):
+                self.ready[k] = arrays
+            self.bar.update(len(out))
+            self.received += 1
+            if self.received == len(self.batches):
+                self.bar.close()
         return self.ready.pop(i)
 
 
 def _cause(error: BaseException) -> str:
     """The last line of what went wrong in an actor (Ray wraps it in tracebacks)."""
     text = ""
-    for _ in range(8):  # Ray Data -> Ray task or actor -> the exception raised in the actor
+    for _ in range(8):  # Ray task or actor -> the exception raised in the actor
         text = str(error).strip() or text
         cause = getattr(error, "cause", None)
         error = cause if isinstance(cause, BaseException) else error.__cause__
@@ -117,16 +219,21 @@ def _check_reachable(address: str | None, timeout: float = 5.0) -> None:
 
 class RayExecutor:
     """Statistics passes on `actors` Ray actors (`address`: an existing cluster, else one
-    started here). `threads`: torch threads per actor on CPU (0 = torch's default)."""
+    started here). `threads`: torch threads per actor on CPU (0 = torch's default).
+    `worker`: the actor class (StatsWorker; tests give one that crashes)."""
 
     name = "ray"
 
     def __init__(self, address: str | None = None, actors: int = 1, gpus_per_actor: float = 0.0,
-                 threads: int = 1) -> None:
+                 threads: int = 1, worker: type = StatsWorker) -> None:
         self.ray = _ray()
         if actors < 1:
             raise PddkitError(f"`actors` must be at least 1, not {actors}")
         self.address, self.actors, self.gpus, self.threads = address, actors, gpus_per_actor, threads
+        self.worker = worker
+        self._pool: _Pool | None = None
+        self._identities: dict[BackendSpec, tuple[str, dict | None]] = {}
+        self._prepared: set[int] = set()
 
     def _init(self) -> None:
         if self.ray.is_initialized():
@@ -139,12 +246,43 @@ class RayExecutor:
             where = f"the Ray cluster at {self.address}" if self.address else "a local Ray"
             raise PddkitError(f"could not start or reach {where}: {_cause(e)}") from None
 
+    def prepare(self, backend: Backend) -> Backend:
+        """A backend that can run elsewhere (hf, loaded by name) becomes the driver's view of
+        the model the actors run: tokenizer only here, fingerprint and facts from an actor."""
+        inner = getattr(backend, "backend", backend)
+        spec, hook = getattr(inner, "spec", None), getattr(inner, "run_elsewhere", None)
+        if spec is not None and hook is not None and id(inner) not in self._prepared:
+            self._prepared.add(id(inner))
+            hook(lambda: self._identity(spec), where=f"ray, {self.gpus:g} GPU per actor")
+        return backend
+
+    def _identity(self, spec: BackendSpec) -> tuple[str, dict | None]:
+        if spec not in self._identities:
+            self._identities[spec] = self._pool_for(spec).identity()
+        return self._identities[spec]
+
+    def _pool_for(self, spec: BackendSpec) -> _Pool:
+        if self._pool is None or self._pool.spec != spec:
+            self.close()
+            self._init()
+            logger.info("starting %d Ray actor(s) for %s", self.actors, spec.model)
+            self._pool = _Pool(self.ray, self.worker, spec, self.actors, self.gpus,
+                               self.threads if not self.gpus else 0)
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the actors (and free what they hold)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
                     desc: str) -> list[TokenStats]:
+        self.prepare(backend)
         enc = backend.encode(texts, names, what=desc)
         store = getattr(backend, "store", None)
         if store is None:
-            stream = self._start(backend, enc.ids, desc)
+            stream = self._start(backend, enc.ids, list(names), desc)
             return [_stats(ids, stream.get(i), flag)
                     for i, (ids, flag) in enumerate(zip(enc.ids, enc.truncated))]
         # the statistics cache: only its misses go to the actors, in one pass, in the order
@@ -155,7 +293,8 @@ class RayExecutor:
         todo = [i for i, s in enumerate(enc.ids) if text_key(fp, list(s)) not in store]
         todo.sort(key=lambda i: -len(enc.ids[i]))
         misses = [list(enc.ids[i]) for i in todo]
-        stream = self._start(backend.backend, misses, desc) if misses else None
+        stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc)
+                  if misses else None)
         done = 0
 
         def compute(ids, flags, d):
@@ -168,8 +307,9 @@ class RayExecutor:
 
         return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc, compute=compute)
 
-    def _start(self, backend: Backend, ids: Sequence[Sequence[int]], desc: str) -> _Stream:
-        """Start the Ray Data pass over `ids` (lazily: rows stream as actors finish)."""
+    def _start(self, backend: Backend, ids: Sequence[Sequence[int]], labels: list[str],
+               desc: str) -> _Stream:
+        """Start the pass over `ids` (`labels` name each sequence's text in errors)."""
         spec = getattr(backend, "spec", None)
         if spec is None:
             raise PddkitError(f"`engine='ray'` needs a model it can load by name in each actor; "
@@ -178,23 +318,15 @@ class RayExecutor:
         size = max(1, int(getattr(backend, "batch_size", 8)))
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))  # the local pass's order
         batches = [order[b:b + size] for b in range(0, len(order), size)]
+        bar = progress.bar(total=len(ids), desc=desc, unit="text")
         if not batches:
-            return _Stream(self.ray, iter(()), batches)
-        self._init()
-        context = self.ray.data.DataContext.get_current()
-        context.enable_progress_bars = progress.enabled()  # PDDKIT_PROGRESS=0 silences Ray's too
-        context.print_on_execution_start = False
-        # Ray Data's own notices (start, finish, "progress bars disabled"): errors only
-        logging.getLogger("ray.data").setLevel(logging.WARNING if progress.enabled() else logging.ERROR)
-        items = [{"row": r, "ids": [list(map(int, ids[i])) for i in batch]}
-                 for r, batch in enumerate(batches)]
+            return _Stream(iter(()), batches, bar, self.close)
+        pool = self._pool_for(spec)
         logger.info("%s: %d texts in %d batches on %d Ray actor(s)", desc, len(ids), len(batches),
                     self.actors)
-        ds = self.ray.data.from_items(items).map_batches(
-            StatsActor, batch_size=1, batch_format="pyarrow",
-            fn_constructor_kwargs={"spec": spec, "threads": self.threads if not self.gpus else 0},
-            compute=self.ray.data.ActorPoolStrategy(size=self.actors), num_gpus=self.gpus or None)
-        return _Stream(self.ray, iter(ds.iter_rows()), batches)
+        rows = pool.run([[list(map(int, ids[i])) for i in batch] for batch in batches],
+                        [[labels[i] for i in batch] for batch in batches], desc)
+        return _Stream(rows, batches, bar, self.close)
 
 
 def _stats(ids: Sequence[int], arrays: tuple, truncated: bool) -> TokenStats:

@@ -149,9 +149,10 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
                   test_idx, val_dataset, notices: list[str], opened: list[Backend]):
     """Load the backends as the passes need them and score: the ScoreTable."""
     t0 = time.perf_counter()
+    executor = make_executor(config)
 
-    def load(role: str, given) -> Backend:
-        opened.append(load_backend(config, role, given))
+    def load(role: str, given) -> Backend:  # the Ray engine's driver loads no model: prepare
+        opened.append(executor.prepare(load_backend(config, role, given)))
         return opened[-1]
 
     target = load("model", model)
@@ -160,7 +161,7 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         texts=[s.text for s in dataset.samples],
         names=[s.source or f"sample {s.id}" for s in dataset.samples],
         ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
-        executor=make_executor(config), load_backend=load,
+        executor=executor, load_backend=load,
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
         given_neighbors=dataset.meta.get("neighbors"), language=dataset.language)
