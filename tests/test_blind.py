@@ -349,11 +349,10 @@ def test_verdict_knows_the_sample_size():
     assert null_sd(10, 10) > 2.5 * null_sd(80, 80)
 
 
-def _documents(per_author=4, per_doc=8):
-    """20 documents of 8 paragraphs (one author each, 4 per author) and their ids."""
+def _documents(per_author=4, per_doc=10):
+    """16 documents of 10 paragraphs (one author each, 4 per author) and their ids."""
     texts, groups = [], []
-    for author in ("Austen, Jane", "Carroll, Lewis", "Doyle, Arthur Conan", "Poe, Edgar Allan",
-                   "Wilde, Oscar"):
+    for author in ("Austen, Jane", "Carroll, Lewis", "Doyle, Arthur Conan", "Wilde, Oscar"):
         paras = [" ".join(p.split()[:40]) for p in author_paragraphs(author, per_author * per_doc)]
         for d in range(per_author):
             texts += paras[d * per_doc:(d + 1) * per_doc]
@@ -363,10 +362,11 @@ def _documents(per_author=4, per_doc=8):
 
 @pytest.mark.slow
 def test_the_warning_fires_by_chance_at_most_at_its_rate_and_still_on_a_shift():
-    """Random member documents (10 of 20, 160 texts, grouped folds): the out-of-fold AUC
-    spreads so widely that a fixed 0.60 line is crossed in many draws; the verdict, which
-    counts documents, warns in at most its rate (ALPHA, with slack for 12 draws). The
-    same texts with members written by other authors than non-members still warn."""
+    """Random member documents (8 of 16, 160 texts, grouped folds), 12 seeded draws: the
+    out-of-fold AUC spreads so widely that a fixed 0.60 line is crossed in several draws;
+    the verdict, which counts documents, warns in at most 1 (its rate ALPHA = 2.5%, with
+    slack: P(>= 2 of 12) = 3.5%), a bound the fixed line fails. The same texts with
+    members written by other authors than non-members (no document ids) still warn."""
     texts, groups = _documents()
     docs = sorted(set(groups))
     model = BlindBaseline()
@@ -375,21 +375,16 @@ def test_the_warning_fires_by_chance_at_most_at_its_rate_and_still_on_a_shift():
     rng = np.random.default_rng(0)
     aucs, warns = [], 0
     for _ in range(12):
-        members = set(rng.choice(len(docs), 10, replace=False).tolist())
+        members = set(rng.choice(len(docs), 8, replace=False).tolist())
         y = np.array([int(docs.index(g) in members) for g in groups])
         auc = roc_auc_score(y, model.cross_val_scores(texts, y, groups))
         units = effective_units(y, groups)
-        assert units == {"members": 10, "nonmembers": 10, "unit": "documents"}
-        v = verdict_for(auc, units["members"], units["nonmembers"], units["unit"])
-        aucs.append(auc)
-        warns += v.warn
-    assert sum(a >= 0.60 for a in aucs) >= 3, aucs  # the old fixed line fires by chance
-    assert warns <= 1, (warns, aucs)                 # P(>= 2 of 12 at 2.5%) = 3.5%
-    y = np.array([int(g.startswith(("Austen", "Carroll")) or g in ("Doyle, Arthur Conan-0",
-                                                                  "Doyle, Arthur Conan-1"))
-                  for g in groups])
-    auc = roc_auc_score(y, model.cross_val_scores(texts, y, groups))
-    units = effective_units(y, groups)
-    assert units == {"members": 10, "nonmembers": 10, "unit": "documents"}
-    v = verdict_for(auc, units["members"], units["nonmembers"], units["unit"])
-    assert v.warn, (auc, v.p)
+        assert units == {"members": 8, "nonmembers": 8, "unit": "documents"}
+        warns += verdict_for(auc, units["members"], units["nonmembers"], units["unit"]).warn
+        aucs.append(round(auc, 3))
+    assert warns <= 1, (warns, aucs)
+    assert sum(a >= 0.60 for a in aucs) >= 2, aucs  # the old fixed line fails that bound
+    y = np.array([int(g.startswith(("Austen", "Carroll"))) for g in groups])
+    auc = roc_auc_score(y, model.cross_val_scores(texts, y))  # texts, no document ids
+    v = verdict_for(auc, 80, 80)
+    assert v.warn and "80 member and 80 non-member texts" in v.sentence(), (auc, v.p)
