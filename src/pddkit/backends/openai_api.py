@@ -108,8 +108,9 @@ def prompt_logprobs(answer: dict, prompt: Sequence[int], where: str, tokenizer=N
         if len(tokens) != len(token_logprobs):
             raise _refuse(where, f"echoed {len(tokens)} tokens with {len(token_logprobs)} "
                                  "log-probabilities")
-        for pos, (shown, tok) in enumerate(zip(tokens, prompt)):
-            if not _matches(shown, int(tok), tokenizer):
+        raw = tokenizer.convert_ids_to_tokens([int(t) for t in prompt])
+        for pos, (shown, tok, own) in enumerate(zip(tokens, prompt, raw)):
+            if shown != own and not _matches(shown, int(tok), tokenizer):
                 raise _refuse(where, f"echoed {shown!r} at position {pos} of {n} where id {tok} "
                                      f"({tokenizer.decode([int(tok)])!r}) was sent")
     values = token_logprobs[1:n]

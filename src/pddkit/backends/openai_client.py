@@ -182,6 +182,8 @@ def run_concurrently(n: int, work, concurrency: int, name: str = "pddkit-openai"
     failure sets `stop` (every other request stops retrying and nothing queued starts) and
     is raised at once: in-flight requests are abandoned, never waited for, and cannot keep
     the process alive."""
+    if n < 1:
+        return
     stop = threading.Event()
     lock = threading.Lock()
     todo = iter(range(n))
