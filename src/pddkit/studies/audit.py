@@ -221,8 +221,8 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReferenc
                      f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
                      f"{100 * top.ci_high:.0f}%).")
     fdr, chance = test["fdr"], test["expected_if_none_seen"]
-    lines.append(f"Had the model seen none of these books, about {chance:.2g} of them would be "
-                 "expected to be marked by chance" + (
+    lines.append(f"Had the model seen none of these books, the number marked by chance would "
+                 f"be {chance:.2g} on average" + (
                      f"; of the {len(marked)} marked, at most about "
                      f"{test['false_marks_bound']:.2g} are expected to be books it never saw "
                      f"(false-discovery rate {100 * fdr:g}%)." if marked else "."))
@@ -240,6 +240,15 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReferenc
     lines.append("A high rate is statistical evidence that a book was in the training data, "
                  "not proof.")
     return " ".join(lines)
+
+
+def _test_summary(judged: BookJudgement) -> dict:
+    t = judged.test
+    return {"fdr": t.fdr, "p_values": "one-sided, for a never-seen book of as many snippets, "
+            "the reference's parameters' uncertainty included", "correction":
+            "Benjamini-Hochberg over the audited books", "cutoff": t.cutoff,
+            "false_marks_bound": t.false_marks_bound,
+            "expected_if_none_seen": t.expected_if_none_seen}
 
 
 def _rates(cut: list[list[Snippet]], lengths: dict, judged: BookJudgement) -> list[BookRate]:
@@ -335,10 +344,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                          val_groups=[s.group for s in val.samples], rule=threshold, fdr=fdr,
                          seed=seed)
     th, ref = judged.threshold, judged.reference
-    rates = _rates(cut, lengths, judged)
-    test = {"fdr": fdr, "cutoff": judged.test.cutoff,
-            "false_marks_bound": judged.test.false_marks_bound,
-            "expected_if_none_seen": judged.test.expected_if_none_seen}
+    rates, test = _rates(cut, lengths, judged), _test_summary(judged)
     short = sum(len(g) < snippets for g in cut)
     notices = list(run.notices)
     if not ref.spread_accounted:
