@@ -200,6 +200,28 @@ def test_an_echo_that_is_not_the_prompt_sent_is_refused(server, tok, texts, key,
     assert want in msg, msg
 
 
+def test_the_echo_check_takes_the_forms_servers_show_tokens_in(tok):
+    """Raw ("Ġshort"), decoded (" short"), bare ("short") and vLLM's "token_id:N" echoes of
+    the prompt sent are read; one wrong id is refused, naming its position."""
+    from pddkit.backends.openai_api import prompt_logprobs
+
+    ids = [tok.eos_token_id, *tok("A short one.", add_special_tokens=False)["input_ids"]]
+    forms = {"raw": tok.convert_ids_to_tokens(ids), "decoded": [tok.decode([i]) for i in ids],
+             "bare": [tok.decode([i]).strip() for i in ids], "ids": [f"token_id:{i}" for i in ids]}
+
+    def answer(tokens):
+        logprobs = {"token_logprobs": [None, -1.0, -2.0, -3.0, -4.0], "tokens": tokens}
+        return {"choices": [{"logprobs": logprobs}]}
+
+    for tokens in forms.values():
+        got = prompt_logprobs(answer(tokens), ids, "http://x/v1/completions", tok)
+        np.testing.assert_array_equal(got, [-1.0, -2.0, -3.0, -4.0])
+    wrong = [*forms["ids"]]
+    wrong[3] = f"token_id:{ids[3] + 1}"
+    with pytest.raises(PddkitError, match=r"echoed 'token_id:\d+' at position 3 of 5 where id"):
+        prompt_logprobs(answer(wrong), ids, "http://x/v1/completions", tok)
+
+
 def test_credentials_in_the_url_are_refused(tok, key):
     from pddkit.backends.openai_api import OpenAIBackend
 

@@ -62,7 +62,13 @@ def _matches(shown: object, token_id: int, tokenizer) -> bool:
     text = tokenizer.decode([token_id])
     if "\ufffd" in text:  # part of a character: servers show such bytes in their own ways
         return True
-    return shown in (text, tokenizer.convert_ids_to_tokens(token_id))
+    # servers show a token raw ("Ġthe", "▁the") or decoded, alone ("the") or in context
+    # (" the"): compared without word-start marks and surrounding spaces
+    return _bare(shown) in (_bare(text), _bare(tokenizer.convert_ids_to_tokens(token_id)))
+
+
+def _bare(token: str) -> str:
+    return token.replace("\u2581", " ").replace("\u0120", " ").strip()
 
 
 def prompt_logprobs(answer: dict, prompt: Sequence[int], where: str, tokenizer=None) -> np.ndarray:
