@@ -200,6 +200,12 @@ def test_without_groups_the_verdict_says_between_book_variation_is_not_accounted
                        grouped.reference, _test_summary(grouped), 0)
     assert "not accounted for" not in verdict
     assert grouped.threshold.expected_fpr_source.endswith("folds of whole groups)")
+    unseen_only = judge_books(val, y, audited[:3], val_groups=groups)  # the 3 never-seen books
+    assert not any(unseen_only.test.marked)
+    verdict = _verdict(_rates(_cuts(audited[:3]), LENGTHS, unseen_only), unseen_only.threshold,
+                       unseen_only.reference, _test_summary(unseen_only), 0)
+    assert "Of 3 books audited, 0 show" in verdict and ("Had the model seen none of these "
+        "books, the chance of marking any would be at most 5% (the false-discovery rate)") in verdict
     # too few never-seen books to measure their spread: whole-book folds, pooled rate
     judged = judge_books(val, y, audited, val_groups=groups, min_books=7)
     assert judged.threshold.expected_fpr_source.endswith("folds of whole groups)")
@@ -260,8 +266,9 @@ def test_results_record_the_reference_and_each_books_p_and_q_values(tmp_path):
     assert [(row["book"], row["marked"]) for row in rows] == [("Member Book", "1"),
                                                               ("Unseen Book", "0")]
     assert "Of 2 books audited, 1 shows clearly more passages" in saved["verdict"]
-    assert "of the 1 marked, at most about 0.05 are expected to be books it never saw" in \
-        saved["verdict"]
+    assert re.search(r"Of the 1 marked, about 0\.0\d+ are expected to be books the model "
+                     r"never saw, marked by chance \(the 5% false-discovery rate allows at most "
+                     r"0\.05\)\.", saved["verdict"]), saved["verdict"]
     assert "not accounted for" not in saved["verdict"]
 
 

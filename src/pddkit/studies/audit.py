@@ -221,11 +221,13 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReferenc
                      f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
                      f"{100 * top.ci_high:.0f}%).")
     fdr, chance = test["fdr"], test["expected_if_none_seen"]
-    lines.append(f"Had the model seen none of these books, the number marked by chance would "
-                 f"be {chance:.2g} on average" + (
-                     f"; of the {len(marked)} marked, at most about "
-                     f"{test['false_marks_bound']:.2g} are expected to be books it never saw "
-                     f"(false-discovery rate {100 * fdr:g}%)." if marked else "."))
+    if marked:  # chance: never-seen books expected to pass the cutoff in effect
+        lines.append(f"Of the {len(marked)} marked, about {chance:.2g} are expected to be books "
+                     f"the model never saw, marked by chance (the {100 * fdr:g}% false-discovery "
+                     f"rate allows at most {test['false_marks_bound']:.2g}).")
+    else:
+        lines.append(f"Had the model seen none of these books, the chance of marking any would "
+                     f"be at most {100 * fdr:g}% (the false-discovery rate).")
     if not ref.spread_accounted:
         lines.append(f"Between-book variation is not accounted for ({ref.reason}): never-seen "
                      "books differ from one another more than one pooled rate says, so more "
