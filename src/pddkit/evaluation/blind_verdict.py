@@ -3,11 +3,13 @@ non-members, given how many texts (or documents) it had?
 
 Under random labels the out-of-fold AUC of a cross-validated classifier spreads more than
 a plain AUC on the same counts (the classifier is refitted on every fold, and it is refitted
-on labels that vary with the draw): `benchmarks/blind_null.py` measures its standard
-deviation at 1.0-1.4 times the Mann-Whitney null spread sqrt((n1 + n0 + 1) / (12 n1 n0)) on
-the calibration sets (WikiMIA-64 and Gutenberg paragraphs, 160 texts; WikiMIA-32, 40
-texts). `NULL_INFLATION` (1.6) is taken above all of them, so the test errs on the side of
-silence; on held-out sets it fired at the rates README "Blind baseline and reports" gives.
+on labels that vary with the draw): `benchmarks/blind_null.py` measured its standard
+deviation at 1.27-1.31 times the Mann-Whitney null spread sqrt((n1 + n0 + 1) / (12 n1 n0))
+on the calibration sets (60 random labelings each of 40 WikiMIA-32 texts, 160 WikiMIA-64
+texts, 160 Gutenberg paragraphs). `NULL_INFLATION` is the largest ratio times 1.18 (the
+upper 95% bound of a spread estimated from 60 draws), rounded up to 0.05: 1.55, so the test
+errs on the side of silence. Its false-fire rate on held-out sets is in README "Blind
+baseline and reports".
 
 - p-value: one-sided, P(Z >= (AUC - 0.5) / s0) with s0 = NULL_INFLATION x the
   Mann-Whitney null spread: the chance of an AUC this high without any shift.
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NULL_INFLATION = 1.6  # out-of-fold null spread / Mann-Whitney null spread (see docstring)
+NULL_INFLATION = 1.55  # out-of-fold null spread / Mann-Whitney null spread (see docstring)
 ALPHA = 0.025         # one-sided; the 95% interval's lower end above 0.5
 MIN_AUC = 0.55        # smallest AUC that warns
 Z95 = 1.959963984540054
