@@ -132,8 +132,6 @@ class Threshold:
     def fit(self, scores, labels, groups=None) -> Threshold:
         """Choose the threshold on `scores` (higher = member) with `labels` (1/0); `groups`
         (one name per text, e.g. its book) makes the cross-validation folds whole groups."""
-        from scipy.stats import rankdata
-
         s = np.asarray(scores, dtype=float)
         y = np.asarray(labels).astype(int)
         if s.shape != y.shape or s.ndim != 1:
@@ -143,7 +141,7 @@ class Threshold:
         if groups is not None and len(groups) != y.size:
             raise PddkitError(f"{y.size} validation texts but {len(groups)} group names")
         pos, neg = require_both_classes(y)
-        values = np.unique(s)  # ascending
+        values, where, ties = np.unique(s, return_inverse=True, return_counts=True)  # ascending
         # candidate t_j: below the lowest score (all called members), midpoints, the highest
         cands = np.r_[np.nextafter(values[0], -np.inf), (values[:-1] + values[1:]) / 2,
                       values[-1]]
@@ -159,7 +157,8 @@ class Threshold:
         self.val_tpr_ = float(tpr[j])
         self.val_fpr_ = float(fpr[j])
         self.val_accuracy_ = float(acc[j])
-        ranks = rankdata(s)  # AUC = Mann-Whitney U / (pos x neg), ties counted half
+        ranks = (np.cumsum(ties) - (ties - 1) / 2)[where]  # average ranks, 1-based
+        # AUC = Mann-Whitney U / (pos x neg): a tied member/non-member pair counts half
         self.val_auc_ = float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
         self.n_val_, self.n_val_members_, self.n_val_nonmembers_ = int(y.size), pos, neg
         self.n_false_positives_ = int(fp[j])
