@@ -86,7 +86,7 @@ def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
         ("validation false-positive rate", f"{100 * v['expected_fpr']:.1f}% of never-seen "
          f"texts (95% interval {100 * v['expected_fpr_ci'][0]:.1f}-"
          f"{100 * v['expected_fpr_ci'][1]:.1f}%; {v.get('expected_fpr_source', 'in-sample')})"),
-        ("a book is marked when", reference_sentence(results)),
+        ("a book is marked", reference_sentence(results).removeprefix("'marked': ")),
     )
 
 
