@@ -99,13 +99,17 @@ def plot(agg, xlabel: str, path: Path) -> None:
 
     x = [float(v) for v in agg.values]
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for m in agg.methods:
+    log = agg.knob in ("contamination-repeats", "lr")
+    span = (max(x) / min(x)) if log else (max(x) - min(x)) or 1.0
+    for i, m in enumerate(agg.methods):
         s = [agg.auc[v][m] for v in agg.values]
         mean = np.array([c.mean for c in s])
         err = np.array([[c.mean - c.low for c in s], [c.high - c.mean for c in s]])
-        ax.errorbar(x, mean, yerr=err, marker="o", capsize=3, label=m,
+        shift = (i - (len(agg.methods) - 1) / 2) * 0.005  # side by side, so bars stay apart
+        xs = [v * span ** shift if log else v + shift * span for v in x]
+        ax.errorbar(xs, mean, yerr=err, marker="o", markersize=4, capsize=2, label=m,
                     linestyle="--" if m == "blind" else "-")
-    if agg.knob in ("contamination-repeats", "lr"):
+    if log:
         ax.set_xscale("log")
     ax.set_xticks(x, list(agg.values))
     ax.minorticks_off()
@@ -134,7 +138,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     bench = write_bench(args.out / "bench.jsonl", args.shared)
-    report = {}
+    report = {}  # sweep -> aggregate, also written to OUT/aggregate_<sweep>.json
     for name in args.sweeps.split(","):
         summaries = [run_one(name, s, bench, args.out) for s in seeds]
         if name == "lr":
@@ -155,7 +159,7 @@ def main() -> None:
         print("inserted per run and seed:", report[name]["inserted"])
         if args.figures:
             plot(agg, SWEEPS[name][2], args.figures / f"contamination_{name}.png")
-    (args.out / "aggregate.json").write_text(json.dumps(report, indent=1) + "\n")
+        (args.out / f"aggregate_{name}.json").write_text(json.dumps(report[name], indent=1) + "\n")
 
 
 if __name__ == "__main__":
