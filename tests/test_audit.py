@@ -248,6 +248,11 @@ def _judged_result(tmp_path, report=True):
     return r, r.write(tmp_path / "audit", report=report)
 
 
+def _hand_made(tmp_path):
+    """An audit folder (results.json, books.csv, snippets.jsonl) for other studies' tests."""
+    return _judged_result(tmp_path, report=False)[1]
+
+
 def test_results_record_the_reference_and_each_books_p_and_q_values(tmp_path):
     _, out = _judged_result(tmp_path, report=False)
     saved = json.loads((out / "results.json").read_text())
