@@ -6,6 +6,7 @@ import json
 import math
 import random
 
+import numpy as np
 import pytest
 from conftest import gutenberg_paragraphs, shared_path
 
@@ -212,40 +213,142 @@ def test_bad_contamination_inputs_are_one_sentence(corpus_file, examples_file, t
 
 @pytest.mark.slow
 def test_a_contamination_sweep_end_to_end(corpus_file, examples_file, tmp_path, capsys):
-    out = tmp_path / "sb"
+    """`pddkit sandbox --contaminate ... --sweep contamination-repeats=1,8`: the files, the
+    ground-truth line, the tables and reports of one sandbox."""
     args = list(TINY)
     for knob, value in (("--members", "12"), ("--reference", "12"), ("--section-words", "60")):
         args[args.index(knob) + 1] = value
+    out = tmp_path / "sb"
     code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), "--contaminate",
-                 str(examples_file), "--sweep", "contamination-repeats=1,4", "--contamination-exact",
+                 str(examples_file), "--sweep", "contamination-repeats=1,8", "--contamination-exact",
                  "--epochs", "2", "--ref-epochs", "1", "--lr", "3e-3", *args])
     printed = capsys.readouterr()
     assert code == 0, printed.err
-    assert "AUC by contamination-repeats, contaminants vs held-out examples" in printed.out
-    summary = json.loads((out / "summary.json").read_text())
+    _check_sweep_files(out, json.loads((out / "summary.json").read_text()), printed.out)
+
+
+TREND_SEEDS = (0, 1, 2)
+
+
+@pytest.mark.slow
+def test_mink_detects_contaminants_seen_8_times_better_than_once_on_every_seed():
+    """The main trend of Shi et al.'s Figure 5c with the sandbox's own pieces (clean split
+    of examples, exact copies, the trainer), a tiny model and no reports: on each of three
+    seeds (split of examples, initial weights, training order) `mink`'s AUC of inserted
+    contaminants vs held-out examples is higher with 8 copies than with 1. Fails when
+    copies do not reach the training stream, or more copies do not help detection."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models on 2 shared cores: more threads are many times slower
+    try:
+        aucs = _mink_auc_by_copies()
+    finally:
+        torch.set_num_threads(threads)
+    pairs = [(round(aucs[s, 1], 3), round(aucs[s, 8], 3)) for s in TREND_SEEDS]
+    print(f"\nmink AUC (1 copy, 8 copies) on seeds {TREND_SEEDS}: {pairs}")
+    assert all(aucs[s, 8] > aucs[s, 1] for s in TREND_SEEDS), pairs
+    assert np.mean([aucs[s, 8] - aucs[s, 1] for s in TREND_SEEDS]) >= 0.1, pairs
+
+
+def _mink_auc_by_copies() -> dict:
+    from sklearn.metrics import roc_auc_score
+
+    import pddkit
+    from pddkit.sandbox import training
+
+    background = gutenberg_paragraphs(40)  # Doyle's and Austen's; the examples are Poe's, Wilde's
+    examples = [Example(f"q{i}", t, "bench") for i, t in enumerate(qa_examples(40, max_words=50))]
+    tok = training.train_bpe_tokenizer(background, vocab_size=300)
+    aucs = {}
+    for seed in TREND_SEEDS:
+        split = cont.split_examples(examples, background, seed=seed, file="bench")
+        for copies in (1, 8):
+            occ = cont.draw_occurrences(len(split.contaminants), copies, poisson=False)
+            data = cont.dataset(split, occ)
+            texts = background + [r["text"] for r in cont.training_rows(split, occ)
+                                  for _ in range(r["repeats"])]
+            model = training.build_gpt2(tok, n_layer=1, n_embd=64, n_head=2, n_positions=128,
+                                        seed=seed)
+            training.train_causal_lm(model, tok, texts, epochs=2, lr=3e-3, batch_size=4,
+                                     seed=seed, context=128)
+            scores = pddkit.score([s.text for s in data.samples], model, "mink", tokenizer=tok,
+                                  device="cpu")["mink"]
+            aucs[seed, copies] = roc_auc_score([s.label for s in data.samples], scores)
+    return aucs
+
+
+def _check_sweep_files(out, summary, printed):
+    assert "AUC by contamination-repeats, contaminants vs held-out examples" in printed
     truth = summary["ground_truth"]
     assert truth["line"].endswith(
         " (in each of the 2 runs); contamination: 20 of 20 contaminants occur verbatim in the "
         "training documents exactly as often as drawn; 0 of 20 held-out examples occur in or "
         "share a 13-word run with training text (copies per epoch: 20 in "
-        "contamination-repeats=1, 80 in contamination-repeats=4)")
+        "contamination-repeats=1, 160 in contamination-repeats=8)")
     c = summary["contamination"]
     assert (c["examples"], c["contaminants"], c["heldout"], c["poisson"]) == (40, 20, 20, False)
     rows = ground_truth.read_jsonl(out / cont.EXAMPLES)
     assert sum(r["role"] == "contaminant" for r in rows) == 20
-    for run, k in zip(summary["runs"], (1, 4)):
+    for run, k in zip(summary["runs"], (1, 8)):
         entry = run["contamination"]
         res = json.loads((out / entry["dir"] / "results.json").read_text())
         assert res["counts"]["members"] == 20 and res["counts"]["nonmembers"] == 20
         assert {"loss", "mink", "zlib", "blind"} <= set(entry["auc"])
         assert (out / entry["dir"] / "report.html").is_file()
-        assert entry["occurrences"] == {"1" if k == 1 else "3-4": 20}
+        assert entry["occurrences"] == {"1" if k == 1 else "5-8": 20}
         train = ground_truth.read_jsonl(out / run["dir"] / ground_truth.TRAIN)
         assert sorted(r["repeats"] for r in train if r["role"] == "contaminant") == [k] * 20
         assert (out / run["dir"] / "window-32" / "results.json").is_file()  # windows as before
     assert (out / "sweep_contamination.png").is_file() and (out / "sweep_32.png").is_file()
-    assert "contamination-repeats=4, contamination" in (out / "report.html").read_text()
+    assert "contamination-repeats=8, contamination" in (out / "report.html").read_text()
     assert main(["report", str(out)]) == 0
+
+
+def _summary(seed: int, aucs: dict, lr: float = 1e-3) -> dict:
+    """A sandbox summary.json's content, as far as pddkit.sandbox.seeds reads it."""
+    return {"config": {"seed": seed, "lr": lr, "members": 30},
+            "sweep": {"knob": "contamination-repeats", "values": [int(v) for v in aucs]},
+            "runs": [{"name": f"contamination-repeats={v}", "contamination": {"auc": a},
+                      "windows": {}} for v, a in aucs.items()]}
+
+
+def test_seeds_are_aggregated_per_sweep_value_and_method():
+    from pddkit.sandbox.seeds import aggregate
+
+    runs = [_summary(0, {"1": {"mink": 0.6, "loss": 0.55}, "8": {"mink": 0.9, "loss": 0.5}}),
+            _summary(1, {"1": {"mink": 0.7, "loss": 0.60}, "8": {"mink": 0.8, "loss": 0.7}}),
+            _summary(2, {"1": {"mink": 0.5, "loss": 0.65}, "8": {"mink": 0.7, "loss": 0.6}})]
+    agg = aggregate(runs)
+    assert (agg.knob, agg.values, agg.methods, agg.seeds) == (
+        "contamination-repeats", ("1", "8"), ("mink", "loss"), (0, 1, 2))
+    s = agg.auc["8"]["mink"]
+    assert s.values == (0.9, 0.8, 0.7)
+    assert (s.mean, s.sd, s.low, s.high) == pytest.approx((0.8, 0.1, 0.7, 0.9))
+    # mink: 0.6->0.9, 0.7->0.8, 0.5->0.7 (every seed up); loss: down, up, down
+    assert agg.change("mink", "1", "8") == "rises" and agg.change("mink", "8", "1") == "falls"
+    assert agg.change("loss", "1", "8") == "mixed"
+    assert not agg.ranges_apart("mink", "1", "8")  # 0.5-0.7 touches 0.7-0.9
+    saved = agg.to_json()["auc"]["1"]["loss"]
+    assert saved["per_seed"] == [0.55, 0.6, 0.65] and saved["mean"] == pytest.approx(0.6)
+    assert aggregate(runs[:1]).auc["1"]["mink"].sd == 0.0
+
+
+@pytest.mark.parametrize(("tamper", "message"), [
+    ("same seed", r"the summaries' seeds repeat \(0, 0\)"),
+    ("other lr", r"the sandbox of seed 1 differs from that of seed 0 in more than the seed \(lr\)"),
+    ("method missing", r"the sandbox of seed 1 has no AUC for loss at 8"),
+])
+def test_seeds_that_cannot_be_aggregated_are_one_sentence(tamper, message):
+    from pddkit.sandbox.seeds import aggregate
+
+    first = _summary(0, {"1": {"mink": 0.6, "loss": 0.5}, "8": {"mink": 0.9, "loss": 0.5}})
+    other = _summary(0 if tamper == "same seed" else 1,
+                     {"1": {"mink": 0.6, "loss": 0.5},
+                      "8": {"mink": 0.9} if tamper == "method missing" else {"mink": 0.9, "loss": 0.5}},
+                     lr=2e-3 if tamper == "other lr" else 1e-3)
+    with pytest.raises(PddkitError, match=message):
+        aggregate([first, other])
 
 
 def test_too_few_inserted_or_never_inserted_is_one_sentence():
