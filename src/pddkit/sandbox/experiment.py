@@ -68,8 +68,11 @@ class SandboxConfig:
     device: str = "auto"  # where models are trained and run
     # benchmark contamination (sandbox.contamination): a table of formatted examples, of
     # which `contamination_fraction` are inserted into the training documents, each a
-    # Poisson(`contamination_repeats`) number of times conditioned on >= 1 (or exactly
-    # `contamination_repeats` times when not `contamination_poisson`), the rest held out
+    # Poisson(`contamination_repeats`) number of times, 0 included: one drawn 0 times is
+    # evaluated as held out (or exactly `contamination_repeats` times when not
+    # `contamination_poisson`), the rest held out. `seed` seeds every draw of a run (split of
+    # documents and examples, copies, initial weights, training order, windows):
+    # pddkit.sandbox.seeds aggregates runs that differ only in it
     contaminate: str | None = None
     contamination_repeats: int = 1
     contamination_poisson: bool = True
