@@ -98,7 +98,7 @@ def plot(agg, xlabel: str, path: Path) -> None:
     import numpy as np
 
     x = [float(v) for v in agg.values]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(7.6, 4.2))
     log = agg.knob in ("contamination-repeats", "lr")
     span = (max(x) / min(x)) if log else (max(x) - min(x)) or 1.0
     for i, m in enumerate(agg.methods):
@@ -117,7 +117,7 @@ def plot(agg, xlabel: str, path: Path) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel("AUC, inserted contaminants vs never-inserted examples")
     ax.set_title(f"mean over seeds {', '.join(map(str, agg.seeds))} (bars: min-max)", fontsize=10)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
