@@ -223,6 +223,12 @@ def test_a_text_with_both_labels_is_one_sentence_or_left_out(tmp_path, capsys):
     assert kept.counts()["contradicting_labels_left_out"] == 4
     assert sorted(s.source.rsplit(" ", 1)[1] for s in kept.skipped) == ["1", "2", "7", "8"]
     assert all("both labels" in s.reason for s in kept.skipped)
+    # the Python API builds its data set itself: the same rule, before any model loads
+    import pddkit
+
+    with pytest.raises(PddkitError, match="1 text occurs with both labels"):
+        pddkit.evaluate([TEXTS[0], TEXTS[1], TEXTS[0] + " "], [0, 1, 1],
+                        model=str(tmp_path / "no-model-needed"))
 
 
 # --- method fallbacks --------------------------------------------------------------------

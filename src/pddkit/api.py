@@ -40,6 +40,9 @@ def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[s
         samples.append(Sample(id=str(i) if ids is None else str(ids[i]), text=t, label=lab,
                               source=name, group=None if groups is None else groups[i],
                               subset=None if subsets is None else subsets[i]))
+    from pddkit.data.records import without_contradictions
+
+    samples, _ = without_contradictions(samples, "texts", "error")  # one text, both labels: refused
     return make_dataset("texts", samples, [], meta={} if language is None else {"language": language})
 
 
