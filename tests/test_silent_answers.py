@@ -163,6 +163,23 @@ def test_a_device_is_checked_against_what_torch_has(monkeypatch):
         pick_device("gpu0")
 
 
+@pytest.mark.slow
+def test_with_ray_the_actors_machines_decide_the_device(tiny_dir, monkeypatch):
+    """A head node without a GPU may drive GPU actors: `--engine ray --device cuda` is not
+    refused on the driver (each actor checks when it loads); the local engine refuses."""
+    import torch
+
+    from pddkit.backends.hf import HFBackend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    backend = HFBackend.load(str(tiny_dir), device="cuda", engine="ray")
+    assert backend._lm is None  # nothing loaded on the driver
+    with pytest.raises(PddkitError, match="cuda is not available"):
+        HFBackend.load(str(tiny_dir), device="cuda")
+    with pytest.raises(PddkitError, match="cuda is not available"):  # what an actor does
+        HFBackend.from_spec(backend._spec)
+
+
 # --- labels under another name, or none -------------------------------------------------
 
 @pytest.mark.slow

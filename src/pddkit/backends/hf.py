@@ -74,7 +74,9 @@ class HFBackend:
 
         if dtype not in DTYPES:
             raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
-        if device not in ("auto", "cpu"):  # a device this machine lacks: one sentence now
+        # a device this machine lacks: one sentence now; with Ray the actors' machines
+        # decide (each actor loads through from_spec, which checks there)
+        if device not in ("auto", "cpu") and engine == "local":
             check_device(device)
         options = {"device": device, "dtype": dtype, "trust_remote_code": trust_remote_code,
                    "local_files_only": local_files_only, "revision": revision,

@@ -10,17 +10,19 @@ text otherwise (and `CheckSplit.sentence` says so).
 
 Two classifiers (`classifier`, SPEC section 3d):
 
-- `nonnegative` (default): features clipped to the *suspect* set's quantiles, a logistic
-  regression whose weights are constrained to be non-negative (`fit_nonnegative`), and
-  Welch's t-test. Its score can only rise with features that rise with membership, so a
-  small p-value means the suspect texts look *more* familiar than the reference texts.
-  Suspect texts that look less familiar get weights of zero on the features where they are
-  lower (all zero: constant scores, p = 1); `decide` then runs the mirrored test (features
-  negated) and, when that one is significant, the verdict says the sets differ but the
-  suspect texts look less familiar, which is not evidence of training.
+Both clip each set to its *own* 2.5-97.5% quantiles and z-score with the clipped suspect
+set's mean and standard deviation (SPEC section 3d).
+
+- `nonnegative` (default): a logistic regression whose weights are constrained to be non-
+  negative (`fit_nonnegative`), and Welch's t-test. Its score can only rise with features
+  that rise with membership, so a small p-value means the suspect texts look *more*
+  familiar than the reference texts. Suspect texts that look less familiar get weights of
+  zero on the features where they are lower (all zero: constant scores, p = 1); `decide`
+  then runs the mirrored test (features negated) and, when that one is significant, the
+  verdict says the sets differ but the suspect texts look less familiar, which is not
+  evidence of training.
 - `paper`: Maini et al.'s procedure as in the authors' code (github.com/pratyushmaini/
-  llm_dataset_inference, linear_di.py): each set clipped to its *own* quantiles, z-scored
-  with the clipped suspect set's mean and standard deviation, an unconstrained logistic
+  llm_dataset_inference, linear_di.py): per-set clipping as above, an unconstrained logistic
   regression (`fit_unconstrained`), Student's t-test (equal variances). It counts a
   difference in either direction. Where pddkit differs from that code: (1) the clip
   bounds are the 2.5% and 97.5% quantiles (numpy's linear interpolation, SPEC section 3d);
@@ -57,7 +59,7 @@ CLIP = 0.025  # features are clipped to the quantiles [CLIP, 1 - CLIP]
 MIN_PER_HALF = 4  # texts per half of a set: one half fits the classifier, one is tested
 CLASSIFIERS = {
     "nonnegative": "logistic regression with non-negative weights on member-is-higher "
-                   "features, both sets clipped to the suspect set's 2.5-97.5% quantiles, "
+                   "features, each set clipped to its own 2.5-97.5% quantiles, "
                    "one-sided Welch t-test (pddkit's default)",
     "paper": "Maini et al.'s unconstrained logistic regression, each set clipped to its own "
              "2.5-97.5% quantiles, one-sided Student's t-test (equal variances)",
@@ -166,15 +168,15 @@ class Decision:
     check_split: CheckSplit | None = None  # None when the check did not run
 
 
-def normalise(suspect: np.ndarray, reference: np.ndarray, clip: float = CLIP,
-              per_set: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Features clipped to [clip, 1 - clip] quantiles, the suspect set's for both sets or,
-    with `per_set` (the paper's), each set's own; then z-scored with the clipped suspect
-    set's mean and standard deviation (a constant feature: divided by 1)."""
+def normalise(suspect: np.ndarray, reference: np.ndarray,
+              clip: float = CLIP) -> tuple[np.ndarray, np.ndarray]:
+    """Each set's features clipped to its own [clip, 1 - clip] quantiles (SPEC section 3d,
+    as the paper's code), then z-scored with the clipped suspect set's mean and standard
+    deviation (a constant feature: divided by 1)."""
     S = np.asarray(suspect, dtype=np.float64)
     R = np.asarray(reference, dtype=np.float64)
     lo, hi = np.quantile(S, [clip, 1 - clip], axis=0)
-    r_lo, r_hi = np.quantile(R, [clip, 1 - clip], axis=0) if per_set else (lo, hi)
+    r_lo, r_hi = np.quantile(R, [clip, 1 - clip], axis=0)
     S, R = np.clip(S, lo, hi), np.clip(R, r_lo, r_hi)
     mean, std = S.mean(axis=0), S.std(axis=0)
     std = np.where(std > 1e-12, std, 1.0)
@@ -204,7 +206,7 @@ def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str
     scores the second halves; a one-sided t-test that suspect scores are higher.
     `nonnegative`: weights >= 0 (`fit_nonnegative`) and Welch's test, so only suspect texts
     that look *more* familiar count (a feature on which they are lower gets weight 0; every
-    weight 0: constant scores, p = 1). `paper`: per-set clipping, an unconstrained fit
+    weight 0: constant scores, p = 1). `paper`: an unconstrained fit
     (`fit_unconstrained`) and Student's test. `gaps` show per feature whether the suspect
     texts look more familiar (positive) or less."""
     paper = check_classifier(classifier) == "paper"
@@ -212,7 +214,7 @@ def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str
     S = np.asarray(suspect, dtype=np.float64)[rng.permutation(len(suspect))][:n]
     R = np.asarray(reference, dtype=np.float64)[rng.permutation(len(reference))][:n]
     require_sizes(len(S), len(R), False)
-    S, R = normalise(S, R, per_set=paper)
+    S, R = normalise(S, R)
     hs, hr = len(S) // 2, len(R) // 2
     X = np.vstack([S[:hs], R[:hr]])
     y = np.r_[np.ones(hs), np.zeros(hr)]
