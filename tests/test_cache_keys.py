@@ -150,3 +150,21 @@ def test_a_model_made_in_inference_mode_is_hashed_on_every_call(monkeypatch):
     with torch.inference_mode():  # its tensors keep no version counter
         m = torch.nn.Linear(8, 8)
     assert tdmod.tensor_digest(m) == tdmod.tensor_digest(m) and len(hashed) == 2
+
+
+@pytest.mark.slow
+def test_a_backend_reused_after_its_model_changed_names_the_new_weights(saved_dir):
+    """A backend built once around a handed-over model and passed to several runs: its
+    fingerprint follows the tensors, not the first value it gave."""
+    import torch
+
+    from pddkit.backends.hf import HFBackend
+    from pddkit.backends.hf_loading import LoadedModel
+
+    model, tok = loaded(saved_dir)
+    backend = HFBackend(LoadedModel(model.eval(), tok, str(saved_dir), "cpu", "float32"))
+    before = backend.fingerprint()
+    assert backend.fingerprint() == before  # unchanged tensors: the same name
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)
+    assert backend.fingerprint() != before

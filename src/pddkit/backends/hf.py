@@ -210,17 +210,19 @@ class HFBackend:
     def fingerprint(self) -> str:
         if self._fingerprint is None and self._identity is not None:
             self._fingerprint = self._identity()[0]
-        if self._fingerprint is None:
-            from pddkit.cache.fingerprint import hf_fingerprint
+        if self._fingerprint is not None:
+            return self._fingerprint
+        from pddkit.cache.fingerprint import hf_fingerprint
 
-            # loaded here by name: its files name it; handed over: it may have changed
-            # since it was loaded, so its tensors do (cache/fingerprint.py)
-            self._fingerprint = hf_fingerprint(self.lm.model, self.lm.tokenizer,
-                                               start_id=self.runner.start_id,
-                                               dtype=self.lm.dtype, backend="hf",
-                                               stats_format=STATS_FORMAT,
-                                               weights="files" if self._spec else "tensors")
-        return self._fingerprint
+        # loaded here by name: its files name it (kept for this backend's life); handed
+        # over: it may change between two runs of this backend, so its tensors name it
+        # each time (cache/tensor_digest.py remembers the digest while they are unchanged)
+        fp = hf_fingerprint(self.lm.model, self.lm.tokenizer, start_id=self.runner.start_id,
+                            dtype=self.lm.dtype, backend="hf", stats_format=STATS_FORMAT,
+                            weights="files" if self._spec else "tensors")
+        if self._spec:
+            self._fingerprint = fp
+        return fp
 
     def facts(self) -> dict:
         """What results.json reports about the model (loads it; run_elsewhere: asked of

@@ -13,14 +13,14 @@ Two classifiers (`classifier`, SPEC section 3d):
 Both clip each set to its *own* 2.5-97.5% quantiles and z-score with the clipped suspect
 set's mean and standard deviation (SPEC section 3d).
 
-- `nonnegative` (default): a logistic regression whose weights are constrained to be non-
-  negative (`fit_nonnegative`), and Welch's t-test. Its score can only rise with features
-  that rise with membership, so a small p-value means the suspect texts look *more*
-  familiar than the reference texts. Suspect texts that look less familiar get weights of
-  zero on the features where they are lower (all zero: constant scores, p = 1); `decide`
-  then runs the mirrored test (features negated) and, when that one is significant, the
-  verdict says the sets differ but the suspect texts look less familiar, which is not
-  evidence of training.
+- `nonnegative` (default): a logistic regression whose weights are constrained to be
+  non-negative (`fit_nonnegative`), and Welch's t-test. Its score can only rise with
+  features that rise with membership, so a small p-value means the suspect texts look
+  *more* familiar than the reference texts. Suspect texts that look less familiar get
+  weights of zero on the features where they are lower (all zero: constant scores, p = 1);
+  `decide` then runs the mirrored test (features negated) and, when that one is
+  significant, the verdict says the sets differ but the suspect texts look less familiar,
+  which is not evidence of training.
 - `paper`: Maini et al.'s procedure as in the authors' code (github.com/pratyushmaini/
   llm_dataset_inference, linear_di.py): per-set clipping as above, an unconstrained logistic
   regression (`fit_unconstrained`), Student's t-test (equal variances). It counts a
