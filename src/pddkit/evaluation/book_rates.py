@@ -183,7 +183,8 @@ def judge_books(val_scores, val_labels, book_scores, *, val_groups=None,
         neg = int((y == 0).sum())
         fp = fitted.cv_false_positives_ if fitted.cv_folds_used_ else fitted.n_false_positives_
         reference = pooled_reference(fp, neg, reason or "too few texts per class to "
-                                     "cross-validate")
+                                     "cross-validate, so the rate is the in-sample one, "
+                                     "which is optimistic")
     calls = tuple(fitted.predict(s) for s in book_scores)
     above = tuple(int(c.sum()) for c in calls)
     snippets = tuple(int(c.size) for c in calls)
