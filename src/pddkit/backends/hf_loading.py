@@ -139,6 +139,16 @@ def check_source(name: str, role: str, trust_remote_code: bool, revision: str | 
     return local_files_only
 
 
+def _source(name: str, trust_remote_code: bool, local_files_only: bool,
+            revision: str | None) -> tuple[str, dict]:
+    """(what `from_pretrained` is given, its shared keyword arguments) for `name`."""
+    src = str(Path(name).expanduser()) if looks_local(name) else name
+    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
+    if revision is not None:
+        common["revision"] = revision
+    return src, common
+
+
 def load_model(
     name: str,
     *,
@@ -155,10 +165,7 @@ def load_model(
     local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
-    src = str(Path(name).expanduser()) if looks_local(name) else name
-    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
-    if revision is not None:
-        common["revision"] = revision
+    src, common = _source(name, trust_remote_code, local_files_only, revision)
     try:
         config = AutoConfig.from_pretrained(src, **common)
         check_causal(config, name, role)  # before any weights are read
@@ -298,10 +305,7 @@ def load_tokenizer_view(name: str, *, role: str = "model", trust_remote_code: bo
 
     from transformers import AutoConfig, AutoTokenizer
 
-    src = str(Path(name).expanduser()) if looks_local(name) else name
-    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
-    if revision is not None:
-        common["revision"] = revision
+    src, common = _source(name, trust_remote_code, local_files_only, revision)
     try:
         tokenizer = AutoTokenizer.from_pretrained(src, **common)
         config = AutoConfig.from_pretrained(src, **common)
