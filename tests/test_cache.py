@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import gutenberg_paragraphs, shared_path
+from tiny_models import save_tiny_gpt2, small_tokenizer
 
 from pddkit.backends.base import Capabilities, Encoded, token_stats
 from pddkit.cache import (
@@ -316,25 +317,10 @@ def test_other_fingerprint_misses(tmp_path):
 # ---------------------------------------------------------------- fingerprints
 
 
-def small_tokenizer(extra: str = ""):
-    from pddkit.sandbox.training import train_bpe_tokenizer
-
-    return train_bpe_tokenizer(["the quick brown fox jumps over the lazy dog " * 3 + extra], 300)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    tok = small_tokenizer()
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
-                                       n_positions=64, bos_token_id=0, eos_token_id=0))
-    d = tmp_path_factory.mktemp("tiny")
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
+    """A random one-layer GPT-2 with a 300-token BPE: a complete causal LM folder."""
+    return save_tiny_gpt2(tmp_path_factory.mktemp("tiny"))
 
 
 def load(d):

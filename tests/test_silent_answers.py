@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from cli_helpers import run_cli, write_jsonl
+from tiny_models import save_tiny_gpt2, small_tokenizer
 
 from pddkit.errors import PddkitError
 from pddkit.stats import Observation, TokenStats
@@ -17,26 +18,10 @@ TEXTS = ["the quick brown fox jumps over the lazy dog", "a lazy dog sleeps all d
          "over the hills the fox runs", "quick quick the dog is lazy"]
 
 
-def small_tokenizer():
-    from pddkit.sandbox.training import train_bpe_tokenizer
-
-    return train_bpe_tokenizer(["the quick brown fox jumps over the lazy dog " * 3], 300)
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
     """A random one-layer GPT-2 with a 300-token BPE: a complete causal LM folder."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    tok = small_tokenizer()
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
-                                       n_positions=64, bos_token_id=0, eos_token_id=0))
-    d = tmp_path_factory.mktemp("tiny")
-    model.save_pretrained(d)
-    tok.save_pretrained(d)
-    return d
+    return save_tiny_gpt2(tmp_path_factory.mktemp("tiny"))
 
 
 def tiny_bert(vocab_size: int):
