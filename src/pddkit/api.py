@@ -115,8 +115,8 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
           cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
-          neighbors_file: str | None = None, probe_data: str | None = None,
-          probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
+          neighbors_file: str | None = None, prefix_data: str | None = None,
+          probe_data: str | None = None, probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
           probe_lora: bool = False, probe_standardize: str = "per_set", batch_size: int | str = 8,
           max_length: int | None = None, padding_side: str = "right", device: str = "auto",
           dtype: str = "auto", trust_remote_code: bool = False, local_files_only: bool = False,
@@ -126,7 +126,8 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
 
     `mask_model` (a fill-mask model) enables `neighbor` (`neighbors_file` reuses saved
     neighbours); `probe_data` (a JSONL of texts absent from pre-training) or `probe_load`
-    (a saved probe folder) enables `probe`; `probe_standardize` "per_set" standardises
+    (a saved probe folder) enables `probe`; `prefix_data` (a labelled table) gives the shots
+    of `recall` and `conrecall` (SPEC 3b); `probe_standardize` "per_set" standardises
     the texts' activations with their own statistics (so a text's probe score depends on
     the texts scored with it), "train" with the probe's training rows'. `cache` (a folder)
     keeps every pass's statistics, so a rerun does no forward pass for texts it has seen.
@@ -148,8 +149,8 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
              cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
-             neighbors_file: str | None = None, probe_data: str | None = None,
-             probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
+             neighbors_file: str | None = None, prefix_data: str | None = None,
+             probe_data: str | None = None, probe_load: str | None = None, probe_lrs: Sequence[float] = (1e-4, 1e-3),
              probe_lora: bool = False, probe_standardize: str = "per_set",
              val_fraction: float | None = None, val_data: str | None = None,
              batch_size: int | str = 8, max_length: int | None = None, padding_side: str = "right",

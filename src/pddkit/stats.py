@@ -20,6 +20,7 @@ class TokenStats:
     H: np.ndarray  # [n] float32
     M2: np.ndarray  # [n] float32
     truncated: bool = False  # the text was cut to the model's context
+    top: np.ndarray | None = None  # [n] int64 argmax id of P_i (infill); None if not computed
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -51,3 +52,13 @@ class Observation:
     # (resources.neighbors.NeighborParams), or one tuple for any parameters (hand-made)
     neighbors: Mapping[tuple, tuple[TokenStats, ...]] | tuple[TokenStats, ...] | None = None
     probe: float | None = None  # member probability of the linear probe (resources/probe/)
+    # SPEC 3b. The text's statistics given a prefix of shots, per (role, shots) with role
+    # "member" / "nonmember" and shots the number asked for (engine/shots_pass.py)
+    conditioned: Mapping[tuple, TokenStats] | None = None
+    # pac: the augmented copies' statistics, per augmentation parameters (engine/augment_pass.py)
+    augmented: Mapping[tuple, tuple[TokenStats, ...]] | tuple[TokenStats, ...] | None = None
+    # samia: sampled continuations' texts, per sampling parameters (engine/sample_pass.py)
+    samples: Mapping[tuple, tuple[str, ...]] | tuple[str, ...] | None = None
+    # infill: per position i (0-based) whose token is not the argmax, the statistics of the
+    # text with x_i replaced by the argmax, cut after i + lookahead (engine/infill_pass.py)
+    infill: tuple[tuple[int, TokenStats], ...] | None = None

@@ -26,6 +26,7 @@ class Capabilities:
     full_distribution: bool = True  # H and M2 (the whole next-token distribution)
     hidden_states: bool = True  # activations (the probe)
     local_model: bool = True  # a torch model in this process (proxy fine-tuning)
+    sampling: bool = True  # sampled continuations (samia): `sample` below
 
     def missing(self, needs: Sequence[str]) -> list[str]:
         """Names of the capabilities in `needs` this backend lacks."""

@@ -14,13 +14,16 @@ def list_cmd() -> None:
     from pddkit.data import BENCHMARKS
     from pddkit.methods import METHODS
 
-    rows: list = ["methods:"]
+    rows: list = ["methods (needs; extra model work per text; * = only when named, not in `all`):"]
     for m in METHODS:
         needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
         if m.requires:
             needs += " (" + ", ".join(sorted(r.replace("_", " ") for r in m.requires)) + ")"
+        if m.cost != "none":
+            needs += f"; {m.cost}"
         params = ",".join(f"{k}={v}" for k, v in m.defaults.items()) or "-"
-        rows.append((m.name, params, needs, f"{m.paper}: {m.summary}"))
+        rows.append((m.name + ("*" if m.named_only else ""), params, needs,
+                     f"{m.paper}: {m.summary}"))
     rows.append("baselines:")
     rows.append(("blind", "folds=5", "labels only",
                  "Das et al. 2024: TF-IDF + bag of words + dates + style, stacked, out-of-fold; "

@@ -115,6 +115,9 @@ RUN_OPTIONS = [
         help="Masked LM for `neighbor` (default roberta-base; local directory or hub id)."),
     click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
         help="Reuse the neighbors.jsonl an earlier run saved."),
+    click.option("--prefix-data", type=click.Path(), default=None,
+        help="Labelled shots for `recall` / `conrecall` (any table --data reads); without "
+        "it, shots are drawn from --data and left out of the evaluation."),
     click.option("--probe-data", type=click.Path(), default=None,
         help="JSONL of auxiliary texts absent from pre-training (trains the `probe`)."),
     click.option("--probe-load", type=click.Path(), default=None,

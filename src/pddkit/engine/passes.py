@@ -43,12 +43,15 @@ class PassContext:
     sets: list[np.ndarray] = field(default_factory=list)  # validation / test indices
     spans: list[str] = field(default_factory=list)  # the scored span of each text
     fields: dict = field(default_factory=dict)  # Observation field -> per-text values
-    extras: dict = field(default_factory=dict)  # neighbour sets, probe search and grid
+    # neighbour sets, probe search and grid; "trail": file name -> rows written beside
+    # scores.jsonl (shots.jsonl, augmentations.jsonl, samples.jsonl)
+    extras: dict = field(default_factory=dict)
     counts: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
     given_neighbors: dict | None = None  # id -> neighbour texts the data set carries (meta)
+    shots: object | None = None  # data.shots.ShotPool of recall / conrecall (SPEC 3b)
     language: str | None = None  # the data set's declared language ("zh": jieba words)
 
     def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str) -> list[TokenStats]:
@@ -79,6 +82,8 @@ def provider(need: Need | None):
 
 def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     """The target pass, then one provider per need, each timed."""
+    from pddkit.engine import augment_pass, infill_pass, sample_pass, shots_pass  # noqa: F401
+
     for need in [None, *needs]:
         t0 = time.perf_counter()
         PROVIDERS[need](ctx)
@@ -86,7 +91,9 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
 
 
 _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE: "reference_pass",
-           Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe"}
+           Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
+           Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
+           Need.SAMPLES: "sampling", Need.INFILL: "infill_passes"}
 
 
 @provider(None)

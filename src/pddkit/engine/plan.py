@@ -23,6 +23,7 @@ class Resources:
     frequency: bool = False
     neighbors: bool = False
     probe: bool = False
+    shots: bool = False  # labelled shots: `prefix_data`, or labelled data to draw them from
 
     @classmethod
     def of(cls, config: RunConfig, ref_model_given: bool = False,
@@ -33,12 +34,14 @@ class Resources:
                    frequency=bool(config.freq),
                    neighbors=bool(config.mask_model or config.neighbors_file or given
                                   or "neighbor" in config.methods),
-                   probe=bool(config.probe_data or config.probe_load))
+                   probe=bool(config.probe_data or config.probe_load),
+                   shots=bool(config.prefix_data) or (dataset is not None and dataset.labelled))
 
     def available(self) -> set[Need]:
-        out = {Need.LOWERCASE}
+        out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL}
         for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
-                            (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe)):
+                            (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe),
+                            (Need.SHOTS, self.shots)):
             if given:
                 out.add(need)
         return out
@@ -81,9 +84,22 @@ def check_params(call: MethodCall) -> None:
     st = TokenStats.from_lists([5, 7, 5, 9, 11, 7, 13, 2], [-1.0, -2.5, -0.5, -3.0, -1.5, -2.0, -0.2, -4.0],
                                [1.0, 2.0, 0.5, 3.0, 1.5, 2.5, 0.1, 3.5],
                                [2.0, 6.0, 0.5, 12.0, 3.0, 8.0, 0.05, 15.0])
-    obs = Observation(text="a made up text", target=st, lower=st, reference=st,
-                      log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0)
+    obs = Observation(text="a made up text of eight words here", target=st, lower=st,
+                      reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
+                      conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),
+                      infill=((1, st), (3, st)))
     try:
         call(obs)
     except PddkitError as e:
         raise PddkitError(f"method {call.label}: {e}") from None
+
+
+class _Every(dict):
+    """A mapping that holds `value` under every key (check_params' made-up observation)."""
+
+    def __init__(self, value) -> None:
+        super().__init__()
+        self.value = value
+
+    def __missing__(self, key):
+        return self.value

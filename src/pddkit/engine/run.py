@@ -133,7 +133,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             splits=None if val_idx is None else tuple(
                 np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
             subsets=subsets if any(x is not None for x in subsets) else None,
-            validation=validation,
+            validation=validation, trail=dict(table.extras.get("trail", {})),
             neighbors=table.extras.get("neighbor_sets"),
             probe=None if search is None else search.best,
             probe_validated=None if "probe" not in validation else next(

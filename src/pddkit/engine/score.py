@@ -40,7 +40,11 @@ def observations(ctx: PassContext) -> list[Observation]:
                         reference=f["reference"][i] if "reference" in f else None,
                         log_freq=f.get("log_freq"),
                         neighbors=f["neighbors"][i] if "neighbors" in f else None,
-                        probe=f["probe"][i] if "probe" in f else None)
+                        probe=f["probe"][i] if "probe" in f else None,
+                        conditioned=f["conditioned"][i] if "conditioned" in f else None,
+                        augmented=f["augmented"][i] if "augmented" in f else None,
+                        samples=f["samples"][i] if "samples" in f else None,
+                        infill=f["infill"][i] if "infill" in f else None)
             for i in range(len(ctx.texts))]
 
 

@@ -39,6 +39,9 @@ class RunResult:
     probe: object | None = None  # resources.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
     subsets: tuple[str | None, ...] | None = None  # each text's subset (domain, field, length)
+    # the audit trail of SPEC 3b methods: file name (shots.jsonl, augmentations.jsonl,
+    # samples.jsonl) -> its rows, written beside scores.jsonl
+    trail: dict = field(default_factory=dict)
 
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
@@ -129,6 +132,10 @@ class RunResult:
             self.probe_validated.save(out / "probe-validated")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
             self.neighbors.save(out / "neighbors.jsonl", self.ids)  # one line per (text, params)
+        for name, rows in self.trail.items():
+            with (out / name).open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
         named = bool(self.subsets) and any(x is not None for x in self.subsets)
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):

@@ -36,13 +36,20 @@ class Need(str, Enum):
     FREQUENCY = "frequency table"  # freq
     NEIGHBORS = "masked LM for neighbours"  # mask_model (neighbor)
     PROBE = "probe"  # probe_data or probe_load
+    SHOTS = "labelled shots"  # prefix_data, or shots drawn from the labelled data (SPEC 3b)
+    AUGMENTATIONS = "augmented texts"  # pac: word-swapped copies, in the statistics pass
+    SAMPLES = "sampled continuations"  # samia: the backend samples continuations
+    INFILL = "infilling passes"  # infill: one pass per position whose token is not the argmax
 
     @property
     def parameter(self) -> str:
         """The parameter(s) that meet this need, as messages name them (the CLI shows flags)."""
         return {"lowercase pass": "", "reference model": "`ref_model`",
                 "frequency table": "`freq`", "masked LM for neighbours": "`mask_model`",
-                "probe": "`probe_data` or `probe_load`"}[self.value]
+                "probe": "`probe_data` or `probe_load`",
+                "labelled shots": "`prefix_data` (or labelled data to draw them from)",
+                "augmented texts": "", "sampled continuations": "",
+                "infilling passes": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
@@ -51,6 +58,7 @@ REQUIREMENTS = {
     "full_distribution": "the full next-token distribution (H, M2)",
     "hidden_states": "hidden states",
     "local_model": "a local model",
+    "sampling": "sampled continuations",
 }
 
 # what the texts' script must have for a method that `text_requires` it, whatever the backend
@@ -99,6 +107,8 @@ class MethodSpec:
     grid: Grid | None = None  # every text x every hyperparameter value, for validation
     text_requires: frozenset[str] = frozenset()  # what the script must have (TEXT_REQUIREMENTS)
     fallback: Callable[..., str | None] | None = None  # the module docstring
+    cost: str = "none"  # model work per text beyond the target pass, as `pddkit list` shows it
+    named_only: bool = False  # not part of "all": runs only when named (costly, or leaves texts out)
 
 
 @dataclass(frozen=True)
@@ -134,13 +144,16 @@ METHODS.set_loader(_load_builtin)
 
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
-                    summary: str, fallback: Callable[..., str | None] | None = None):
+                    summary: str, fallback: Callable[..., str | None] | None = None,
+                    cost: str = "none", named_only: bool = False):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
     without it skips the method); `grid` scores every text at every value of some of its
     hyperparameters at once, for validation; `fallback` says which texts a fallback of the
-    formula scored (module docstring), with the method's own hyperparameters."""
+    formula scored (module docstring), with the method's own hyperparameters; `cost` says
+    what model work a text costs beyond the target pass (`pddkit list`); a `named_only`
+    method is not part of "all" (it runs when named)."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -159,7 +172,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                                  f"hyperparameters {defaults}")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
                                      frozenset(requires), grid, frozenset(text_requires),
-                                     fallback))
+                                     fallback, cost, named_only))
         return fn
 
     return deco
@@ -209,6 +222,8 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
                 raise PddkitError("'all' takes no parameters")
             for spec in METHODS:
                 missing = spec.needs - available
+                if spec.named_only:
+                    continue  # runs only when named (pddkit list marks it)
                 if missing:
                     need = sorted(missing)[0]
                     skip(f"skipping {spec.name}: it needs a {need.value} ({need.parameter})")
