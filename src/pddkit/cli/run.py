@@ -20,7 +20,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         freq, data, benchmark, data_dir, text_field, label_field, id_field, group_field,
         subset_field, data_split, language, methods, output, batch_size, max_length, padding_side, on_invalid,
         n_bootstrap, seed, val_fraction, val_data,
-        mask_model, neighbors_file, prefix_data, probe_data, probe_load, probe_lrs, probe_lora, probe_standardize,
+        mask_model, neighbors_file, prefix_data, probe_data, probe_load, probe_lrs, probe_lora,
+        probe_standardize,
         no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit import output_dir

@@ -2,14 +2,18 @@
 
 from pddkit.methods import (  # noqa: F401  (each module registers its method)
     dcpdd,
+    infill,
     loss,
     lowercase,
     maxk,
     mink,
     minkpp,
     neighbor,
+    pac,
     probe,
+    recall,
     reference,
+    samia,
     surp,
     zlib_ratio,
 )

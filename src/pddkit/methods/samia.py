@@ -1,0 +1,1 @@
+"""SPEC 3b: not built yet (issue 20)."""
