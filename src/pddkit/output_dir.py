@@ -21,8 +21,8 @@ logger = logging.getLogger(__name__)
 MARKERS = ("results.json", "summary.json")  # a folder holding one of these holds pddkit results
 # what pddkit writes into an output folder (runs, sandboxes, blind checks)
 OUTPUT_NAMES = ("results.json", "scores.jsonl", "report.html", "report.md", "*.png",
-                "neighbors.jsonl", "shots.jsonl",
-                "augmentations.jsonl", "samples.jsonl", "probe", "probe-validated", "summary.json", "split.json",
+                "neighbors.jsonl", "shots.jsonl", "augmentations.jsonl", "samples.jsonl", "probe",
+                "probe-validated", "summary.json", "split.json",
                 "freq.npz", "reference-pool.jsonl", "train-documents.jsonl", "windows*.jsonl",
                 "evaluated-documents.jsonl", "tokenizer-texts.jsonl", "contamination-examples.jsonl",
                 "reference-model", "run", "window-*", "*=*")
