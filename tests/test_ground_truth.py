@@ -166,3 +166,52 @@ def test_the_check_fails_when_a_non_member_document_is_trained_on(tmp_path):
         ground_truth.verify_run(tmp_path, run)
     assert json.loads((tmp_path / "evaluated-documents.jsonl").read_text().splitlines()[0])[
         "role"] in ROLES
+
+
+def _with_shots(out, split, w=64):
+    """What the sandbox writes when `methods` names recall: members held out for shots."""
+    from pddkit.sandbox import shots
+
+    tok_rows = [{"id": d.id, "text": d.text} for d in split.reference + split.background]
+    ground_truth.write_split_texts(out, split, tok_rows)
+    run = out / "run"
+    ground_truth.write_train_documents(run, split, repeats=1, background=0)
+    evaluated, held = shots.hold_out(split, 4, seed=0)
+    ground_truth.write_windows(run / f"window-{w}", windows(evaluated, w, per_doc=2, seed=0))
+    pool = ground_truth.write_windows(run / f"window-{w}", shots.pool(split, held, w, 0),
+                                      name=shots.POOL)
+    return run, held, pool
+
+
+def test_sandbox_shots_are_members_never_evaluated_and_reference_pool_non_members(tmp_path):
+    split = split_documents(_para_corpus(), 15, 15, 5, min_words=128, seed=0)
+    run, held, pool = _with_shots(tmp_path, split)
+    rows = ground_truth.read_jsonl(pool)
+    assert sorted(r["label"] for r in rows) == [0] * 4 + [1] * 4
+    assert {r["group"] for r in rows if r["label"] == 1} == set(held)
+    assert {r["group"] for r in rows if r["label"] == 0} <= {d.id for d in split.reference}
+    evaluated = {r["group"] for r in ground_truth.read_jsonl(run / "window-64" / "windows.jsonl")}
+    assert not evaluated & set(held) and len(evaluated) == 15 - 4 + 15
+    check = ground_truth.verify_run(tmp_path, run)
+    assert (check.shots, check.shots_wrong) == (8, 0)
+    assert "8 recall shots" in ground_truth.verify_sandbox(tmp_path, [run], None, None)["line"]
+
+
+@pytest.mark.parametrize("tamper", ["member shot from an evaluated document",
+                                    "non-member shot from a member"])
+def test_the_check_fails_on_tampered_shots(tmp_path, tamper):
+    split = split_documents(_para_corpus(), 15, 15, 5, min_words=128, seed=0)
+    run, held, pool = _with_shots(tmp_path, split)
+    rows = ground_truth.read_jsonl(pool)
+    windows_ = ground_truth.read_jsonl(run / "window-64" / "windows.jsonl")
+    evaluated_member = next(r for r in windows_ if r["label"] == 1)
+    if tamper == "member shot from an evaluated document":
+        shot = next(r for r in rows if r["label"] == 1)
+        shot.update(text=evaluated_member["text"], group=evaluated_member["group"])
+    else:
+        shot = next(r for r in rows if r["label"] == 0)
+        held_text = next(d.text for d in split.members if d.id == held[0])
+        shot["text"] = " ".join(held_text.split()[:64])
+    ground_truth.write_jsonl(pool, rows)
+    with pytest.raises(PddkitError, match="1 of 8 shots are not what their label says"):
+        ground_truth.verify_run(tmp_path, run)

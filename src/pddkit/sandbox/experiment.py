@@ -62,6 +62,10 @@ class SandboxConfig:
     methods: str = "all"
     mask_model: str | None = None  # fill-mask model for `neighbor` (skipped without one)
     probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # `probe`: its auxiliary data is the reference pool
+    # recall / conrecall: member documents held out of the evaluation for member shots, and
+    # as many reference-pool documents for non-member shots (sandbox.shots); only when
+    # `methods` names one of them
+    shots: int = 7
     n_bootstrap: int = 1000
     seed: int = 0
     base_model: str | None = None  # pretrained causal LM (directory or hub id) to go on from
@@ -210,7 +214,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.reporting.report import write_report
-    from pddkit.sandbox import contamination, ground_truth, training
+    from pddkit.sandbox import contamination, ground_truth, shots, training
     from pddkit.sandbox.split import windows
 
     crows = cdata = occurrences = None
@@ -223,10 +227,16 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                                  contamination.evaluated_rows(cdata, occurrences))
         crows = contamination.training_rows(csplit, occurrences)
     texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background, crows)
-    datasets = {}
+    datasets, pools = {}, {}
+    evaluated, held = split, ()
+    if shots.needs_shots(cfg.methods):  # member shots: trained on, never evaluated
+        evaluated, held = shots.hold_out(split, cfg.shots, cfg.seed)
     for w in cfg.windows:
-        datasets[w] = windows(split, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
+        datasets[w] = windows(evaluated, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
         ground_truth.write_windows(run_dir / f"window-{w}", datasets[w])
+        if held:
+            pools[w] = ground_truth.write_windows(run_dir / f"window-{w}", shots.pool(
+                split, held, w, cfg.seed), name=shots.POOL)
     # checked from the files before any training; again for the summary at the end
     ground_truth.verify_run(out, run_dir, tokenizer_texts=not (cfg.tokenizer or cfg.base_model))
     logger.info("training the target model%s: %d members x %d repeats + %d background + %d "
@@ -246,10 +256,11 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     lm = load_model(str(target_dir), device=device, dtype="float32")
     probe_load = None  # the probe is trained once per model, then reused for every data set
 
-    def score(dataset, wdir: Path, what: str):
+    def score(dataset, wdir: Path, what: str, prefix_data: Path | None = None):
         nonlocal probe_load
         rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_lm.name,
                        freq=str(out / "freq.npz"), batch_size=32, device=device,
+                       prefix_data=None if prefix_data is None else str(prefix_data),
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
                        probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
                        probe_load=probe_load, probe_lrs=cfg.probe_lrs)
@@ -267,7 +278,8 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
             "blind_warn": None if result.blind is None else result.blind.warn,
         }
 
-    per_window = {str(w): score(datasets[w], run_dir / f"window-{w}", f"{w}-word windows")[1]
+    per_window = {str(w): score(datasets[w], run_dir / f"window-{w}", f"{w}-word windows",
+                                pools.get(w))[1]
                   for w in cfg.windows}
     # folders relative to the sandbox folder: it can be moved and still rebuild its reports
     entry = {"name": run_dir.name, "dir": run_dir.relative_to(out).as_posix(),

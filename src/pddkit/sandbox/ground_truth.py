@@ -83,9 +83,10 @@ def write_train_documents(run_dir: Path, split, repeats: int, background: int,
             + [r["text"] for r in rows if r["role"] == "contaminant" for _ in range(r["repeats"])])
 
 
-def write_windows(wdir: Path, dataset: Dataset) -> Path:
-    return write_jsonl(wdir / WINDOWS, ({"id": s.id, "text": s.text, "label": s.label,
-                                         "group": s.group} for s in dataset.samples))
+def write_windows(wdir: Path, dataset: Dataset, name: str = WINDOWS) -> Path:
+    """RUN/window-W/windows.jsonl (or, `name`, the shots' pool of sandbox.shots)."""
+    return write_jsonl(wdir / name, ({"id": s.id, "text": s.text, "label": s.label,
+                                      "group": s.group} for s in dataset.samples))
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,10 @@ class RunCheck:
     evaluated_documents: int
     evaluated_documents_shared: int  # share a run with the reference pool / tokenizer texts
     contamination: contamination.ContaminationCheck | None = None  # with `contaminate`
+    shots: int = 0  # recall / conrecall shots (sandbox.shots), every window length
+    shots_wrong: int = 0  # a member shot not verbatim training text of a held-out document,
+    # a non-member shot sharing a run with training text, or a shot sharing one with an
+    # evaluated window
 
     @property
     def failures(self) -> list[str]:
@@ -121,7 +126,11 @@ class RunCheck:
                  "evaluated documents share a {N}-word run with the reference pool or tokenizer "
                  "texts"),
                 (self.outside_source, self.evaluated_windows,
-                 "evaluated windows are not verbatim text of their own document")):
+                 "evaluated windows are not verbatim text of their own document"),
+                (self.shots_wrong, self.shots,
+                 "shots are not what their label says (member: verbatim training text of a "
+                 "document never evaluated; non-member: no {N}-word run with training text) "
+                 "or share a {N}-word run with an evaluated window")):
             if count:
                 out.append(f"{count} of {total} {what.format(N=N)}")
         return out
@@ -162,6 +171,7 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
             else:
                 n["nw"] += 1
                 n["ns"] += w["group"] in train or not grams.isdisjoint(train_grams)
+    shots, wrong = _check_shots(run_dir, files, train, train_grams)
     doc_grams = {i: ngram_hashes(r["text"]) for i, r in evaluated.items()}
     nonmembers = [i for i, r in evaluated.items() if r["role"] == "nonmember"]
     check = RunCheck(
@@ -172,11 +182,34 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
                                        for i in nonmembers),
         evaluated_documents=len(evaluated),
         evaluated_documents_shared=sum(not g.isdisjoint(ref_grams) for g in doc_grams.values()),
-        contamination=cc)
+        contamination=cc, shots=shots, shots_wrong=wrong)
     if check.failures:
         raise PddkitError(f"ground truth check failed for {run_dir}: "
                           + "; ".join(check.failures))
     return check
+
+
+def _check_shots(run_dir: Path, files: list[Path], train: dict, train_grams: set[int]):
+    """(shots, wrong ones) of every RUN/window-W/shots-pool.jsonl (sandbox.shots)."""
+    from pddkit.sandbox.shots import POOL
+
+    evaluated_groups = {w["group"] for path in files for w in read_jsonl(path)}
+    n = wrong = 0
+    for path in sorted(run_dir.glob(f"window-*/{POOL}")):
+        window_grams: set[int] = set()
+        for w in read_jsonl(path.parent / WINDOWS):
+            window_grams |= ngram_hashes(w["text"])
+        for s in read_jsonl(path):
+            grams = ngram_hashes(s["text"])
+            t = train.get(s["group"])
+            if s["label"] == 1:
+                ok = (t is not None and t["role"] == "member" and s["text"] in t["text"]
+                      and s["group"] not in evaluated_groups)
+            else:
+                ok = s["group"] not in train and grams.isdisjoint(train_grams)
+            n += 1
+            wrong += not (ok and grams.isdisjoint(window_grams))
+    return n, wrong
 
 
 def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
@@ -196,6 +229,9 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
             f"{c.reference_shared} of {c.evaluated_windows} evaluated windows share a {N}-word "
             "run with the reference pool" + ("" if tokenizer or base_model else
                                              " or tokenizer texts"))
+    if c.shots:
+        line += (f"; {c.shots} recall shots: members from trained documents never evaluated, "
+                 "non-members from the reference pool")
     if len(checks) > 1:
         line += f" (in each of the {len(checks)} runs)" if same else f" (run {c.run}; all pass)"
     if c.contamination is not None:
