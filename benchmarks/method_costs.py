@@ -1,0 +1,121 @@
+"""Whole-process cost of each SPEC 3b method against a loss-only run on the same texts.
+
+GPT-2-small shape (12 layers, 768 wide, the real 50,257-token GPT-2 BPE from
+../shared/tokenizers/gpt2), random weights saved to a temporary folder; N labelled
+Gutenberg paragraphs cut to 100 words (~130 tokens), and 14 other paragraphs (7 labelled
+member, 7 non-member) as `--prefix-data`, so that every variant scores exactly the same
+texts (drawn shots would leave texts out). Each variant is its own process, timed from
+start to exit (Python start-up, imports and model loading included), blind baseline and
+report off for all (they cost the same in every variant):
+
+  loss      : pddkit run --methods loss
+  recall    : --methods recall            (7 non-member shots, the prefix's KV cache once)
+  conrecall : --methods conrecall         (7 member and 7 non-member shots: two prefixes)
+  pac       : --methods pac               (5 word-swapped copies per text)
+  samia     : --methods samia:max_new_tokens=M  (10 samples per text; M caps the continuation)
+  infill    : --methods infill            (one pass per position whose token is not the argmax)
+
+Random weights are the worst case for `infill`: their argmax almost never equals the next
+token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
+tokens). Shared cloud cores are noisy (+-15% between two runs of one command): loss and
+each variant alternate --repeats times; the median of the per-pair ratios is reported.
+
+    python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
+        [--methods recall,conrecall,pac,samia,infill] [--samia-tokens 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+
+
+def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
+    """(model folder, texts, prefix data)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.sandbox.training import gpt2_tokenizer
+
+    tok = gpt2_tokenizer(SHARED / "tokenizers" / "gpt2")
+    torch.manual_seed(0)
+    model_dir = root / "gpt2-small-random"
+    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok))).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    texts: list[str] = []
+    for f in sorted((SHARED / "corpora" / "gutenberg").rglob("*.txt")):
+        for p in paragraphs(strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")), 100):
+            texts.append(" ".join(p.split()[:100]))
+        if len(texts) >= n + 14:
+            break
+    data, prefix = root / "texts.jsonl", root / "shots.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
+                            for i, t in enumerate(texts[:n])))
+    prefix.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
+                              for i, t in enumerate(texts[n:n + 14])))
+    return model_dir, data, prefix
+
+
+def timed(cmd: list[str], env: dict) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--texts", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill")
+    ap.add_argument("--samia-tokens", type=int, default=64)
+    args = ap.parse_args()
+    env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
+    spell = {"samia": f"samia:max_new_tokens={args.samia_tokens}"}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model_dir, data, prefix = setup(root, args.texts)
+
+        def run(methods: str, out: str) -> list[str]:
+            return [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir),
+                    "--data", str(data), "--prefix-data", str(prefix), "--methods", methods,
+                    "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out)]
+
+        for name in args.methods.split(","):
+            pairs = []
+            for i in range(args.repeats):  # alternating, so that both see the same noise
+                base = timed(run("loss", f"loss-{name}-{i}"), env)
+                pairs.append((base, timed(run(spell.get(name, name), f"{name}-{i}"), env)))
+            res = json.loads((root / f"{name}-0" / "results.json").read_text())
+            stages = ", ".join(f"{k} {v:.1f}" for k, v in res["timings_s"].items())
+            rows.append((name, statistics.median(b for b, _ in pairs),
+                         statistics.median(v for _, v in pairs),
+                         statistics.median(v / b for b, v in pairs), pairs, stages,
+                         res["counts"].get("infill") if name == "infill" else None))
+    print(f"{args.texts} texts of 100 words, GPT-2-small shape (random weights), "
+          f"{args.threads} threads, whole processes; medians of {args.repeats} alternating runs")
+    print(f"{'method':10s} {'loss s':>7s} {'method s':>9s}  ratio (median of pairs)")
+    for name, base, own, ratio, pairs, stages, extra in rows:
+        print(f"{spell.get(name, name):10s} {base:7.1f} {own:9.1f}  {ratio:.2f} x loss-only")
+        print("    pairs: " + ", ".join(f"({b:.1f}, {v:.1f})" for b, v in pairs))
+        print(f"    stages: {stages}")
+        if extra:
+            print(f"    infill counts: {extra}")
+
+
+if __name__ == "__main__":
+    main()
