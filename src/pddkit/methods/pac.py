@@ -57,7 +57,7 @@ def pac_fallback(obs: Observation, *, n_aug: int = 5, swap: float = 0.3, high: f
 
 @register_method("pac", needs=(Need.AUGMENTATIONS,), paper="Ye et al. 2024",
                  fallback=pac_fallback, named_only=True,
-                 cost="+n_aug texts per text (word-swapped copies) in the statistics pass",
+                 cost="+n_aug passes over the texts (word-swapped copies)",
                  summary="-(PD(text) - mean PD(word-swapped copy)), PD = mean top-high L - mean bottom-low L")
 def pac(obs: Observation, *, n_aug: int = 5, swap: float = 0.3, high: float = 0.05,
         low: float = 0.3) -> float:
