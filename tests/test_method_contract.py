@@ -28,8 +28,11 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # (members shifted along one direction) scores this text's own activation
     act = rng.standard_normal((1, WIDTH)) + (SHIFT if member else -SHIFT)
     log_odds = float(PROBE.decision_function(act)[0])
+    # pac: a member's word-swapped copies are far more polarised than the text (PD 8 vs 0)
+    aug = tuple(TokenStats.from_lists([1, 2], [-1.0, -9.0] if member else [-5.0, -5.0])
+                for _ in range(5))
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
-                       probe=log_odds)
+                       probe=log_odds, augmented=aug)
 
 
 def _fitted_probe():

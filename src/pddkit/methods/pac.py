@@ -1,7 +1,8 @@
 """PAC, Polarized Augment Calibration (Ye et al. 2024, "Data Contamination Calibration for
-Black-box LLMs", ACL Findings; the authors' code yyy01/PAC `attack.py`): a member's
-token log-probabilities are more polarised (a few very likely tokens, a few very
-unlikely) than those of its word-swapped copies.
+Black-box LLMs", ACL Findings; the authors' code yyy01/PAC `attack.py`): the polarised
+distance PD of a text's token log-probabilities (its most likely tokens against its least
+likely) is calibrated by that of its word-swapped copies; with the sign of the authors'
+AUC, a text whose copies are more polarised than itself is more likely a member.
 
 Cost per text: `n_aug` word-swapped copies (resources/augment.py) in the batched
 statistics pass (per distinct swap rate; calls that differ only in n_aug share them).
