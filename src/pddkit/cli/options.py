@@ -174,6 +174,9 @@ SANDBOX_OPTIONS = [
         "`all` skips it."),
     click.option("--probe-lrs", default="1e-4,1e-3", show_default=True,
         help="Proxy learning rates for `probe` (its auxiliary data is the reference pool)."),
+    click.option("--shots", default=7, show_default=True,
+        help="recall / conrecall: member documents held out of the evaluation for member "
+        "shots, and as many reference-pool documents for non-member shots."),
     click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True),
     click.option("--seed", default=0, show_default=True),
     click.option("--contaminate", type=click.Path(), default=None,

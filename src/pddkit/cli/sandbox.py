@@ -12,7 +12,7 @@ from pddkit.cli.app import cli
 @options.apply(options.SANDBOX_OPTIONS)
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
-            windows_per_doc, methods, mask_model, probe_lrs, n_bootstrap, seed, contaminate,
+            windows_per_doc, methods, mask_model, probe_lrs, shots, n_bootstrap, seed, contaminate,
             contamination_repeats, contamination_poisson, contamination_fraction,
             overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
@@ -28,7 +28,7 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         layers=layers, width=width, context=context, windows=wins,
                         windows_per_doc=windows_per_doc, methods=methods,
                         mask_model=mask_model, probe_lrs=options.floats(probe_lrs, "--probe-lrs"),
-                        n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
+                        shots=shots, n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
                         device=device, contaminate=contaminate,
                         contamination_repeats=contamination_repeats,
                         contamination_poisson=contamination_poisson,
