@@ -254,3 +254,27 @@ class HFBackend:
     def decode(self, ids: Sequence[int]) -> str:
         return self._tokenizer_view().tokenizer.decode(list(ids))
 
+    def sample(self, prompts: Sequence[str], n: int, top_k: int, top_p: float,
+               temperature: float, max_new_tokens: int | None, seeds: Sequence[int],
+               names: Sequence[str] | None = None):
+        """`n` continuations of each prompt, seeded per prompt by `seeds` (backends/sampling.py):
+        backends.sampling.Sampled, continuation texts only."""
+        from pddkit import progress
+        from pddkit.backends.sampling import Sampled, continuation_budget, end_token_ids, sample_ids
+
+        names = list(names) if names is not None else [f"prompt {i + 1}" for i in range(len(prompts))]
+        enc = self.encode(prompts, names, what="sampling prompts")
+        lm, start = self.lm, self.runner.start_id
+        ends = end_token_ids(lm.model, lm.tokenizer)
+        out = []
+        bar = progress.bar(total=len(prompts), desc="sampling", unit="text")
+        for ids, seed in zip(enc.ids, seeds):
+            prompt = [start, *ids]
+            budget = continuation_budget(len(prompt), lm.context_length, max_new_tokens)
+            rows = sample_ids(lm.model, prompt, n, top_k=top_k, top_p=top_p,
+                              temperature=temperature, max_new=budget, seed=seed, end_ids=ends)
+            out.append(tuple(lm.tokenizer.decode(r, skip_special_tokens=True) for r in rows))
+            bar.update(1)
+        bar.close()
+        return Sampled(tuple(out))
+

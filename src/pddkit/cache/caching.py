@@ -50,6 +50,7 @@ class CachingBackend:
         self.memo = Memo(store.path)
         self._fingerprint: str | None = None
         self._facts: dict | None = None
+        self._samples = None  # cache/samples.py SampleStore, opened when first sampling
 
     @property
     def name(self) -> str:
@@ -166,11 +167,47 @@ class CachingBackend:
             self.store.put_many(((keys[i], out[i]) for i in part), fingerprint=fp, model=self.name)
         return [_with_flag(st, flag) for st, flag in zip(out, flags)]
 
+    def sample(self, prompts: Sequence[str], n: int, top_k: int, top_p: float,
+               temperature: float, max_new_tokens: int | None, seeds: Sequence[int],
+               names: Sequence[str] | None = None, compute=None):
+        """Sampled continuations (backends/sampling.py): those the cache directory holds
+        (cache/samples.py, keyed by this fingerprint, the prompt, the parameters and the
+        seed), the others sampled by the backend (or `compute`, same arguments: the Ray
+        executor) a chunk at a time and stored as each chunk is done. Counted under
+        "sampling" in hits and misses."""
+        from pddkit.backends.sampling import Sampled
+        from pddkit.cache.samples import SampleStore, sample_key
+
+        if self._samples is None:
+            self._samples = SampleStore(self.store.path)
+        compute = compute or self.backend.sample
+        names = list(names) if names is not None else [f"prompt {i + 1}" for i in range(len(prompts))]
+        fp = self.fingerprint()
+        keys = [sample_key(fp, p, n, top_k, top_p, temperature, max_new_tokens, s)
+                for p, s in zip(prompts, seeds)]
+        out = [self._samples.get(k) for k in keys]
+        todo = [i for i, t in enumerate(out) if t is None]
+        self.hits["sampling"] = self.hits.get("sampling", 0) + len(keys) - len(todo)
+        self.misses["sampling"] = self.misses.get("sampling", 0) + len(todo)
+        notices: list[str] = []
+        for c in range(0, len(todo), self.chunk):
+            part = todo[c:c + self.chunk]
+            got = compute([prompts[i] for i in part], n, top_k, top_p, temperature,
+                          max_new_tokens, [seeds[i] for i in part], [names[i] for i in part])
+            notices += got.notices
+            for i, texts in zip(part, got.texts):
+                out[i] = texts
+            self._samples.put([(keys[i], out[i]) for i in part])
+        return Sampled(tuple(out), tuple(dict.fromkeys(notices)))  # type: ignore[arg-type]
+
     def notices(self) -> list[str]:
         """One line per kind of unreadable cache file this backend skipped (their texts were
         misses, computed again), for the run's notices; none when all could be read."""
         out = []
         shards, memo = self.store.skipped, self.memo.skipped
+        if self._samples is not None and self._samples.skipped:
+            out.append(f"statistics cache {self.store.path}: {self._samples.skipped} unreadable "
+                       "line(s) of samples.jsonl skipped; their prompts were sampled again")
         if shards:
             out.append(f"statistics cache {self.store.path}: {len(shards)} unreadable shard(s) "
                        f"skipped ({', '.join(shards[:3])}{', ...' if len(shards) > 3 else ''}); "

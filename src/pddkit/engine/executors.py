@@ -1,6 +1,7 @@
 """Executors: where the statistics passes run. `LocalExecutor` runs them in this process;
 `RayExecutor` (executors_ray.py, the only module that imports ray) spreads them over
-Ray actors. Both return TokenStats in the order of the texts. `prepare(backend)` is called
+Ray actors. Both return TokenStats in the order of the texts, and run `samia`'s sampling
+(`sample`) where they run passes. `prepare(backend)` is called
 on every backend as it is opened, before anything asks it for facts or a fingerprint."""
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ class Executor(Protocol):
                     desc: str) -> list[TokenStats]:
         """TokenStats of each text under `backend`, in order."""
 
+    def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
+               top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
+               seeds: Sequence[int]):
+        """`n` continuations of each prompt (backends.sampling.Sampled), seeded per prompt."""
+
 
 class LocalExecutor:
     """Encode here, one batched statistics pass here."""
@@ -33,6 +39,12 @@ class LocalExecutor:
                     desc: str) -> list[TokenStats]:
         enc = backend.encode(texts, names, what=desc)
         return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc)
+
+    def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
+               top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
+               seeds: Sequence[int]):
+        return backend.sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds,
+                              names=names)
 
 
 def make_executor(config) -> Executor:

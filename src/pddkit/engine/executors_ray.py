@@ -82,6 +82,13 @@ class StatsWorker:
         return [(st.L, st.H, st.M2) for st in out]
 
 
+    def sample(self, prompts: list[str], names: list[str], n: int, top_k: int, top_p: float,
+               temperature: float, max_new_tokens: int | None, seeds: list[int]):
+        """Continuations of `prompts` (backends.sampling.Sampled), seeded per prompt."""
+        return self.backend().sample(prompts, n, top_k, top_p, temperature, max_new_tokens,
+                                     seeds, names=names)
+
+
 def _names(labels: Sequence[str]) -> str:
     shown = ", ".join(labels[:NAMED])
     return shown if len(labels) <= NAMED else f"{shown} and {len(labels) - NAMED} more"
@@ -306,6 +313,44 @@ class RayExecutor:
             return out
 
         return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc, compute=compute)
+
+    def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
+               top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
+               seeds: Sequence[int]):
+        """`samia`'s sampling on the actors: the prompts (behind the cache: its misses, a
+        chunk at a time) split into one contiguous part per actor. Each prompt has its own
+        seed, so the parts give what one process would. An actor that dies ends the run
+        with one sentence (no second try, unlike the statistics passes)."""
+        from pddkit.backends.sampling import Sampled
+
+        self.prepare(backend)
+        inner = getattr(backend, "backend", backend)
+        spec = getattr(inner, "spec", None)
+        if spec is None:
+            raise PddkitError(f"`engine='ray'` needs a model it can load by name in each actor; "
+                              f"{inner.name} was handed over in memory (use the local engine, "
+                              "or give its directory or hub id)")
+
+        def compute(ps, n_, k, p, t, cap, ss, ns):
+            if not ps:
+                return Sampled(())
+            pool = self._pool_for(spec)
+            size = -(-len(ps) // len(pool.actors))
+            refs = [actor.sample.remote(list(ps[a:a + size]), list(ns[a:a + size]), n_, k, p, t,
+                                        cap, list(ss[a:a + size]))
+                    for actor, a in zip(pool.actors, range(0, len(ps), size))]
+            try:
+                parts = self.ray.get(refs)
+            except self.ray.exceptions.RayError as e:
+                raise PddkitError(f"sampling on a Ray actor failed: {_cause(e)}") from None
+            return Sampled(tuple(t for part in parts for t in part.texts),
+                           tuple(dict.fromkeys(x for part in parts for x in part.notices)))
+
+        if getattr(backend, "store", None) is not None:
+            return backend.sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds,
+                                  names=names, compute=compute)
+        return compute(list(prompts), n, top_k, top_p, temperature, max_new_tokens, list(seeds),
+                       list(names))
 
     def _start(self, backend: Backend, ids: Sequence[Sequence[int]], labels: list[str],
                desc: str) -> _Stream:

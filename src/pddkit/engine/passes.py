@@ -98,6 +98,21 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
 
 @provider(None)
 def target_pass(ctx: PassContext) -> None:
+    """The target statistics; skipped when no method reads them (`reads_target=False`:
+    samia on a served model without log-probabilities): the texts are only encoded (for the
+    scored spans), and each Observation.target is an empty TokenStats, not statistics."""
+    if ctx.calls and not any(c.spec.reads_target for c in ctx.calls):
+        enc = ctx.target.encode(ctx.texts, ctx.names, what="target texts")
+        empty = np.zeros(0, dtype=np.float32)
+        ctx.fields["target"] = [TokenStats(np.zeros(0, dtype=np.int64), empty, empty, empty, cut)
+                                for cut in enc.truncated]
+        ctx.spans = [ctx.target.decode(ids) if cut else text
+                     for text, ids, cut in zip(ctx.texts, enc.ids, enc.truncated)]
+        ctx.counts.setdefault("truncated", {})["target"] = sum(enc.truncated)
+        ctx.counts.setdefault("tokens", {})["target"] = 0
+        logger.info("no method of this run reads the target statistics: the target pass "
+                    "is skipped (the texts are only tokenised)")
+        return
     target = ctx.stats(ctx.target, ctx.texts, ctx.names, "target pass")
     ctx.fields["target"] = target
     # SPEC section 3: for a truncated text, `zlib` and `lowercase` use the scored span

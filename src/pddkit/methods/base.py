@@ -109,6 +109,7 @@ class MethodSpec:
     fallback: Callable[..., str | None] | None = None  # the module docstring
     cost: str = "none"  # model work per text beyond the target pass, as `pddkit list` shows it
     named_only: bool = False  # not part of "all": runs only when named (costly, or leaves texts out)
+    reads_target: bool = True  # False: never reads obs.target (only such methods: no target pass)
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ METHODS.set_loader(_load_builtin)
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
                     summary: str, fallback: Callable[..., str | None] | None = None,
-                    cost: str = "none", named_only: bool = False):
+                    cost: str = "none", named_only: bool = False, reads_target: bool = True):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
@@ -153,7 +154,9 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     hyperparameters at once, for validation; `fallback` says which texts a fallback of the
     formula scored (module docstring), with the method's own hyperparameters; `cost` says
     what model work a text costs beyond the target pass (`pddkit list`); a `named_only`
-    method is not part of "all" (it runs when named)."""
+    method is not part of "all" (it runs when named); a method with `reads_target=False`
+    never reads the target statistics (`samia`: sampled texts only), so a plan of only such
+    methods skips the target pass and its Observation.target is an empty TokenStats."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -172,7 +175,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                                  f"hyperparameters {defaults}")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
                                      frozenset(requires), grid, frozenset(text_requires),
-                                     fallback, cost, named_only))
+                                     fallback, cost, named_only, reads_target))
         return fn
 
     return deco

@@ -1,1 +1,140 @@
-"""SPEC 3b: not built yet (issue 20)."""
+"""SaMIA, Sampling-based Membership Inference Attack (Kaneko et al. 2024, "Sampling-based
+Pseudo-Likelihood for Membership Inference Attacks"; the authors' code nlp-titech/samia
+`src/sampling.py`, `src/eval_samia.py`): the model continues the first half of a text
+`samples` times; a text whose continuations recall more of its true second half (ROUGE-1
+recall) is more likely a member. It reads no log-probability at all, so it runs on a served
+model that gives none (`openai`, sampling only: a run of only `samia` skips the target
+statistics pass).
+
+SPEC 3b: prompt = the first floor(prefix * #words) whitespace words; reference = the
+remaining words; per continuation, ROUGE-1 recall = |words(continuation) ∩ words(reference)|
+(multiset intersection) / #words(reference), times len(zlib.compress(" ".join(words)))
+of the continuation's words with zlib=true; score = the mean over the samples.
+
+Where pddkit differs from the reference code, deliberately:
+- the candidate is the continuation's words only. The reference code decodes prompt and
+  continuation together and drops the first round(text_length * 0.5) words, text_length
+  being WikiMIA's nominal length bucket (32, 64, ...), not the prompt's word count: its
+  candidate can keep prompt words (which match the text's first half, never the
+  reference) or lose continuation words;
+- words are split on any whitespace for prompt, reference and candidate alike (the
+  reference code splits the reference and candidate on single spaces, so a newline glues
+  two words, and the prompt on any whitespace);
+- the prompt is [the backend's start token] + the prompt's tokens as pddkit encodes every
+  text (the reference code uses the tokenizer's own special tokens: none for GPT-J and
+  Pythia, BOS for Llama and OPT), and the 1024-token budget counts that start token;
+- sampling is seeded per text (reproducible; the reference code does not seed);
+- the end token and special tokens are left out of the decoded continuation (the
+  reference code's clean_text removes them by model name).
+
+Cost per text: one prefill of the prompt and `samples` sampled continuations (up to 1024
+tokens in all with the prompt, or `max_new_tokens`), per distinct (prefix, top_k,
+max_new_tokens); calls differing only in `samples` or `zlib` share the continuations.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib as _zlib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass
+
+from pddkit.errors import PddkitError
+from pddkit.methods.base import Need, register_method
+from pddkit.stats import Observation
+
+TOP_P = 1.0  # SPEC 3b: temperature 1, top-p 1
+TEMPERATURE = 1.0
+
+
+@dataclass(frozen=True)
+class SampleParams:
+    """What changes a text's continuations (besides the text and the run seed)."""
+
+    prefix: float
+    top_k: int
+    max_new_tokens: int | None
+    top_p: float = TOP_P
+    temperature: float = TEMPERATURE
+
+    @classmethod
+    def of(cls, params: dict) -> SampleParams:
+        return cls(float(params["prefix"]), int(params["top_k"]),
+                   cap(params["max_new_tokens"]))
+
+    def values(self) -> tuple:
+        return astuple(self)
+
+    def label(self) -> str:
+        c = "none" if self.max_new_tokens is None else self.max_new_tokens
+        return f"prefix={self.prefix:g}, top_k={self.top_k}, max_new_tokens={c}"
+
+
+def cap(max_new_tokens) -> int | None:
+    """`max_new_tokens` as given (None, an int, or a string from the command line)."""
+    if max_new_tokens is None or (isinstance(max_new_tokens, str)
+                                  and max_new_tokens.strip().lower() in ("none", "")):
+        return None
+    try:
+        value = int(max_new_tokens)
+    except (TypeError, ValueError):
+        raise PddkitError(f"max_new_tokens must be a whole number or none, not "
+                          f"{max_new_tokens!r}") from None
+    if value < 1:
+        raise PddkitError(f"max_new_tokens must be at least 1 (or none), not {value}")
+    return value
+
+
+def check(samples: int, prefix: float, top_k: int, max_new_tokens) -> None:
+    """One sentence for a hyperparameter samia cannot use."""
+    if samples < 1:
+        raise PddkitError(f"samples must be at least 1, not {samples}")
+    if not 0 < prefix < 1:
+        raise PddkitError(f"prefix must be in (0, 1), not {prefix}")
+    if top_k < 1:
+        raise PddkitError(f"top_k must be at least 1, not {top_k}")
+    cap(max_new_tokens)
+
+
+def split_words(text: str, prefix: float) -> tuple[list[str], list[str]]:
+    """(prompt words, reference words): the first floor(prefix * #words) and the rest."""
+    words = text.split()
+    k = math.floor(prefix * len(words))
+    return words[:k], words[k:]
+
+
+def rouge1_recall(candidate: str, reference: list[str]) -> float:
+    """|words(candidate) ∩ reference| (multiset) / #reference."""
+    overlap = Counter(candidate.split()) & Counter(reference)
+    return sum(overlap.values()) / len(reference)
+
+
+def zlib_size(candidate: str) -> int:
+    return len(_zlib.compress(" ".join(candidate.split()).encode("utf-8")))
+
+
+def _continuations(obs: Observation, samples: int, params: SampleParams) -> tuple[str, ...]:
+    got = obs.samples
+    if isinstance(got, Mapping):
+        got = got[params]
+    if not got:
+        raise PddkitError("no sampled continuation to score")
+    return tuple(got[:samples])
+
+
+@register_method("samia", needs=(Need.SAMPLES,), requires=("sampling",), named_only=True,
+                 reads_target=False, paper="Kaneko et al. 2024",
+                 summary="mean ROUGE-1 recall of sampled continuations of the text's first "
+                         "half against its second half (no log-probabilities)",
+                 cost="+`samples` sampled continuations per text (up to 1024 tokens each)")
+def samia(obs: Observation, *, samples: int = 10, prefix: float = 0.5, top_k: int = 50,
+          zlib: bool = False, max_new_tokens: int | None = None) -> float:
+    check(samples, prefix, top_k, max_new_tokens)
+    prompt, reference = split_words(obs.text, prefix)
+    if not prompt or not reference:
+        raise PddkitError("a text needs a prompt word and a reference word")
+    conts = _continuations(obs, samples, SampleParams.of(
+        {"prefix": prefix, "top_k": top_k, "max_new_tokens": max_new_tokens}))
+    values = [rouge1_recall(c, reference) * (zlib_size(c) if zlib else 1) for c in conts]
+    return float(sum(values) / len(values))

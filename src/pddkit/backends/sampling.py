@@ -1,0 +1,115 @@
+"""Sampled continuations (SPEC 3b, `samia`): what a backend's optional `sample` operation
+returns, the per-text seed, the continuation length rule, and the `hf` sampling loop.
+
+The `hf` loop prefills [start] + prompt once, expands its key/value cache to the `n` rows,
+then draws one token per row and step at `temperature` with top-k (ties at the k-th logit
+kept, as transformers' TopKLogitsWarper) and top-p (nucleus) filtering, from a
+torch.Generator seeded per text: a text's continuations depend on its own prompt, seed and
+parameters only, never on the batch or the other texts. A row ends at the model's end
+token (not part of its text) or when the length rule stops it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+TOTAL_TOKENS = 1024  # the reference code's max_length: prompt (start token included) + continuation
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """Per prompt, its continuations' texts (continuation tokens only, never the prompt's),
+    and one line per thing the backend had to work around (a server ignoring `n`, ...)."""
+
+    texts: tuple[tuple[str, ...], ...]
+    notices: tuple[str, ...] = ()
+
+
+def text_seed(run_seed: int, text: str, params: Sequence) -> int:
+    """The seed of one text's sampling stream: a digest of the run seed, the text and the
+    sampling parameters (plain values): the same in any batch, order or run; different
+    texts, different streams."""
+    blob = json.dumps([int(run_seed), text, *params])
+    return int.from_bytes(hashlib.sha256(blob.encode("utf-8")).digest()[:8], "big") >> 1
+
+
+def continuation_budget(prompt_tokens: int, context: int | None, max_new_tokens: int | None) -> int:
+    """Tokens a continuation may have: prompt (start token included) + continuation at most
+    TOTAL_TOKENS and the context, and at most `max_new_tokens` when given."""
+    limit = TOTAL_TOKENS if context is None else min(TOTAL_TOKENS, context)
+    room = limit - prompt_tokens
+    if max_new_tokens is not None:
+        room = min(room, max_new_tokens)
+    return max(0, room)
+
+
+def _draw(logits, top_k: int, top_p: float, temperature: float, generator):
+    """One token per row of [n, V] float32 logits."""
+    import torch
+
+    logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        order = torch.sort(logits, descending=False, dim=-1)
+        cum = order.values.softmax(-1).cumsum(-1)
+        drop = cum <= 1 - top_p
+        drop[:, -1] = False  # the most likely token always stays
+        logits = logits.masked_fill(drop.scatter(1, order.indices, drop), float("-inf"))
+    probs = logits.softmax(-1)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
+def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float,
+               temperature: float, max_new: int, seed: int, end_ids: set[int]) -> list[list[int]]:
+    """`n` continuations (token ids, end token excluded) of `prompt` ([start] + prompt ids)."""
+    import torch
+
+    rows: list[list[int]] = [[] for _ in range(n)]
+    if max_new <= 0 or n <= 0:
+        return rows
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    drawn = []
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
+        cache = out.past_key_values
+        if cache is None:
+            from pddkit.errors import PddkitError
+
+            raise PddkitError(f"{type(model).__name__} gives no key/value cache to sample with")
+        cache.batch_repeat_interleave(n)  # the prompt's keys and values, once per row
+        logits = out.logits[:, -1, :].float().expand(n, -1)
+        done = torch.zeros(n, dtype=torch.bool, device=device)
+        ends = torch.tensor(sorted(end_ids) or [-1], device=device)
+        for step in range(max_new):
+            token = _draw(logits, top_k, top_p, temperature, gen)
+            drawn.append(token)
+            done |= torch.isin(token, ends)
+            if bool(done.all()) or step + 1 == max_new:
+                break
+            out = model(input_ids=token[:, None], past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+    for r, seq in enumerate(torch.stack(drawn, 1).tolist()):
+        for t in seq:
+            if t in end_ids:
+                break
+            rows[r].append(t)
+    return rows
+
+
+def end_token_ids(model, tokenizer) -> set[int]:
+    """The ids that end a continuation: the tokenizer's and the model's end tokens."""
+    found: set[int] = set()
+    for value in (getattr(tokenizer, "eos_token_id", None),
+                  getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+                  getattr(getattr(model, "config", None), "eos_token_id", None)):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, int):
+                found.add(v)
+    return found
