@@ -3,7 +3,12 @@ prompt log-probabilities of a local causal LM (token ids in, echo + logprobs out
 tokens as strings when it has the tokenizer), reports its context on GET /v1/models (vLLM's
 `max_model_len`, refusing longer prompts with HTTP 400 as vLLM does), can swap the model it
 serves under the same name (`model`), and can be told to misbehave the way real servers do
-(5xx, no answer, no log-probabilities, 401, a fatal 400 amid 500s, a wrong or shifted echo)."""
+(5xx, no answer, no log-probabilities, 401, a fatal 400 amid 500s, a wrong or shifted echo).
+
+A request without `echo` is a sampling request (samia): `n` continuations drawn with the
+request's `seed`, `temperature`, `top_k` and `max_tokens`, ending at the end token. The
+modes "ignore_n" (one choice whatever `n`) and "reject_top_k" (HTTP 400 naming top_k, as
+OpenAI's API answers an unknown argument) give, like "no_logprobs", no log-probabilities."""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "vllm", "no_generated", "fail500", "hang", "no_logprobs", "401", "404",
-         "misecho", "shifted", "vllm_shifted")
+         "misecho", "shifted", "vllm_shifted", "ignore_n", "reject_top_k")
+NO_LOGPROBS = ("no_logprobs", "ignore_n", "reject_top_k")  # servers that only sample
 
 
 @dataclass
@@ -113,9 +119,19 @@ class FakeOpenAIServer:
             return 400, {"error": {"message": f"This model's maximum context length is {limit} "
                                               f"tokens. However, you requested "
                                               f"{len(prompt) + body.get('max_tokens', 16)} tokens"}}
+        if not body.get("echo"):
+            if b.mode == "reject_top_k" and "top_k" in body:
+                return 400, {"error": {"message": "Unrecognized request argument supplied: top_k"}}
+            n = 1 if b.mode == "ignore_n" else int(body.get("n", 1))
+            texts = self.sample(prompt, n, int(body.get("max_tokens", 16)),
+                                float(body.get("temperature", 1.0)), body.get("top_k"),
+                                int(body.get("seed", 0)))
+            return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
+                         "choices": [{"index": i, "text": t, "logprobs": None,
+                                      "finish_reason": "stop"} for i, t in enumerate(texts)]}
         logprobs, gen_lp, gen_id = self.score(prompt)
         text = {"index": 0, "text": "", "finish_reason": "length"}
-        if b.mode == "no_logprobs":
+        if b.mode in NO_LOGPROBS:
             choice = {**text, "logprobs": None}
         elif b.mode in ("vllm", "vllm_shifted"):  # vLLM's extra field, next to a null `logprobs`
             entries = [None] + [{str(t): {"logprob": lp, "rank": 1, "decoded_token": "?"}}
@@ -148,3 +164,31 @@ class FakeOpenAIServer:
             logp = torch.log_softmax(logits, dim=-1)  # [T, V]
             L = logp[:-1].gather(1, torch.tensor(prompt[1:])[:, None])[:, 0]
             return [float(x) for x in L], float(logp[-1].max()), int(logp[-1].argmax())
+
+    def sample(self, prompt: list[int], n: int, max_tokens: int, temperature: float,
+               top_k: int | None, seed: int) -> list[str]:
+        """`n` continuations of `prompt` (temperature 0: greedy), decoded without the end token."""
+        import torch
+
+        gen = torch.Generator().manual_seed(seed)
+        end = getattr(self.tokenizer, "eos_token_id", None)
+        out = []
+        with self._lock, torch.inference_mode():
+            for _ in range(n):
+                seq, new = list(prompt), []
+                for _ in range(max_tokens):
+                    logits = self.model(input_ids=torch.tensor([seq])).logits[0, -1].float()
+                    if temperature == 0:
+                        token = int(logits.argmax())
+                    else:
+                        logits = logits / temperature
+                        if top_k:
+                            kth = torch.topk(logits, int(top_k)).values[-1]
+                            logits = logits.masked_fill(logits < kth, float("-inf"))
+                        token = int(torch.multinomial(logits.softmax(-1), 1, generator=gen))
+                    if token == end:
+                        break
+                    seq.append(token)
+                    new.append(token)
+                out.append(self.tokenizer.decode(new, skip_special_tokens=True))
+        return out

@@ -5,6 +5,12 @@ A backend encodes texts with its tokenizer (start token not included, cut to the
 and computes `TokenStats` for token-id sequences. Splitting the two lets the statistics
 cache (pddkit.cache) key each text by the exact token ids that are scored, and lets an
 API backend send ids so that nothing is re-tokenised by a server.
+
+Optional operation (not in the Protocol; a backend whose `capabilities.sampling` is True
+has it): `sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds, names=None)`
+-> backends.sampling.Sampled, `n` continuations of each prompt (continuation text only),
+each prompt's stream seeded by its own seed (`samia`; hf: backends/sampling.py, openai:
+/v1/completions). CachingBackend passes it through the cache directory (cache/samples.py).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ _LIBRARIES = ("torch", "transformers", "tokenizers")
 class HFBackend:
     """A model (backends.hf_loading.LoadedModel, or a way to load one) and its statistics pass."""
 
-    capabilities = Capabilities(full_distribution=True, hidden_states=True, local_model=True)
+    capabilities = Capabilities(full_distribution=True, hidden_states=True, local_model=True,
+                                sampling=True)
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("device", "dtype", "trust_remote_code", "local_files_only", "revision",
                "batch_size", "padding_side", "max_length", "engine")

@@ -5,6 +5,10 @@ echo, logprobs=1, max_tokens=1, temperature=0; `token_logprobs` (first entry nul
 generated token, both dropped) or vLLM's `prompt_logprobs` give L, after checking that the
 echo is the prompt sent (ids or token strings, and the null entry first). H and M2 need the
 full distribution: they are NaN. The HTTP side is openai_client.py.
+
+`sample` (samia) asks the same endpoint for sampled continuations (n, temperature, top_p,
+top_k, max_tokens, seed): it works on a server that gives no log-probabilities at all,
+whose fingerprint then holds its greedy continuation of the canary text instead.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 from pddkit import progress
 from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
-from pddkit.backends.openai_client import CompletionsClient, check_url, run_concurrently
+from pddkit.backends.openai_client import CompletionsClient, RefusedError, check_url, run_concurrently
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 
@@ -45,6 +49,10 @@ class _TokenizerOnly:
     tokenizer: object
     name: str
     context_length: int | None = None
+
+
+class NoLogprobsError(PddkitError):
+    """The server gives no prompt log-probabilities (it may still sample: `samia`)."""
 
 
 def _refuse(where: str, what: str) -> PddkitError:
@@ -76,7 +84,7 @@ def prompt_logprobs(answer: dict, prompt: Sequence[int], where: str, tokenizer=N
     completions answer: vLLM's choices[0].prompt_logprobs, else choices[0].logprobs. The
     echo is checked: the null entry is the first, the ids (vLLM's keys, "token_id:N") or
     the token strings are those sent (strings when `tokenizer` is given)."""
-    no_logprobs = PddkitError(f"the server at {where} does not return prompt log-probabilities "
+    no_logprobs = NoLogprobsError(f"the server at {where} does not return prompt log-probabilities "
                               "(echo with logprobs, or vLLM's prompt_logprobs)")
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not choices or not isinstance(choices[0], dict):
@@ -130,7 +138,8 @@ class OpenAIBackend:
     """A model served behind an OpenAI-compatible /v1/completions endpoint, with its
     tokenizer loaded here."""
 
-    capabilities = Capabilities(full_distribution=False, hidden_states=False, local_model=False)
+    capabilities = Capabilities(full_distribution=False, hidden_states=False, local_model=False,
+                                sampling=True)
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("api_base", "tokenizer", "api_key_env", "api_concurrency", "api_timeout",
                "api_retries", "max_length", "local_files_only", "trust_remote_code")
@@ -226,7 +235,14 @@ class OpenAIBackend:
         """The prompt log-probabilities of CANARY_TEXT under the served model, rounded to
         CANARY_DECIMALS."""
         ids = self.encode([CANARY_TEXT], ["the canary text"], what="canary").ids[0]
-        L = self._stats(ids, False, random.Random(self.seed), None).L
+        try:
+            L = self._stats(ids, False, random.Random(self.seed), None).L
+        except NoLogprobsError:  # a server that only samples (samia): its greedy continuation
+            ids = ids[:max(1, len(ids) - 8)]  # room for the 8 tokens in a short served context
+            answer = self.client.post({"model": self.name, "prompt": [self.start_id, *ids],
+                                       "max_tokens": 8, "temperature": 0, "n": 1, "seed": 0},
+                                      random.Random(self.seed))
+            return ["greedy", *_texts(answer, self.client.url)]
         return [round(float(x), CANARY_DECIMALS) + 0.0 for x in L]  # + 0.0: no -0.0
 
     def context_length(self) -> int | None:
@@ -285,3 +301,77 @@ class OpenAIBackend:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
+
+    def sample(self, prompts: Sequence[str], n: int, top_k: int, top_p: float,
+               temperature: float, max_new_tokens: int | None, seeds: Sequence[int],
+               names: Sequence[str] | None = None):
+        """`n` continuations of each prompt (backends.sampling.Sampled): POST /completions
+        with the prompt as ids (start token first), n, temperature, top_p, top_k, max_tokens
+        (prompt + continuation at most 1024 tokens and the served context, or
+        `max_new_tokens`) and the text's seed. A server that returns fewer than n choices
+        is asked again for the rest (seed + 1, + 2, ...); a server that refuses top_k is
+        asked without it (sampling from the whole distribution): one notice each, nothing
+        lost. A server that accepts top_k and silently ignores it cannot be told apart."""
+        from pddkit.backends.sampling import Sampled, continuation_budget
+
+        names = list(names) if names is not None else [f"prompt {i + 1}" for i in range(len(prompts))]
+        enc = self.encode(prompts, names, what="sampling prompts")
+        served = self.context_length()
+        context = None if served is None else served + 1  # context_length() keeps one for the answer
+        out: list[tuple[str, ...] | None] = [None] * len(prompts)
+        state = {"top_k": True, "refusal": "", "again": 0}
+        lock = threading.Lock()
+        bar = progress.bar(total=len(prompts), desc="sampling", unit="text")
+
+        def one(i: int, stop: threading.Event) -> None:
+            prompt = [self.start_id, *map(int, enc.ids[i])]
+            budget = continuation_budget(len(prompt), context, max_new_tokens)
+            texts: list[str] = []
+            rng, extra = random.Random(seeds[i]), 0
+            while budget and len(texts) < n:
+                payload = {"model": self.name, "prompt": prompt, "n": n - len(texts),
+                           "temperature": temperature, "top_p": top_p, "max_tokens": budget,
+                           "seed": (int(seeds[i]) + extra) % 2**31}
+                if state["top_k"]:
+                    payload["top_k"] = top_k
+                try:
+                    answer = self.client.post(payload, rng, stop)
+                except RefusedError as e:
+                    if "top_k" not in payload or "top_k" not in e.detail:
+                        raise
+                    with lock:
+                        state["top_k"], state["refusal"] = False, e.detail.lstrip(": ")
+                    continue
+                texts += _texts(answer, self.client.url)[:n - len(texts)]
+                if len(texts) < n:
+                    extra += 1
+                    with lock:
+                        state["again"] += 1
+            out[i] = tuple(texts) if budget else ("",) * n
+            with lock:
+                bar.update(1)
+
+        try:
+            run_concurrently(len(prompts), one, self.concurrency)
+        finally:
+            bar.close()
+        notices = []
+        if not state["top_k"]:
+            notices.append(f"the server at {self.client.url} refused top_k ({state['refusal']}): "
+                           f"continuations were sampled without top-k, from the whole "
+                           f"distribution at top_p {top_p:g}")
+        if state["again"]:
+            notices.append(f"the server at {self.client.url} returned fewer continuations than "
+                           f"the n={n} asked for (it ignores `n`): pddkit asked "
+                           f"{state['again']} more times, so every text has its {n}")
+        return Sampled(tuple(out), tuple(notices))  # type: ignore[arg-type]
+
+
+def _texts(answer, where: str) -> list[str]:
+    """The completion texts of an answer; one sentence when it holds none."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    texts = [c["text"] for c in choices or () if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    if not texts:
+        raise PddkitError(f"the server at {where} answered a sampling request without "
+                          "completion texts")
+    return texts

@@ -25,6 +25,15 @@ class StoppedError(Exception):
     """A request given up because another one failed for good (never shown to users)."""
 
 
+class RefusedError(PddkitError):
+    """HTTP 4xx (not 401, 403, 404, 429): the server refused the request as sent; `detail`
+    is its message (the sampler retries without a parameter the server names)."""
+
+    def __init__(self, message: str, code: int, detail: str) -> None:
+        super().__init__(message)
+        self.code, self.detail = code, detail
+
+
 def check_url(api_base: str) -> str:
     """`api_base` without a trailing slash; one sentence for a URL that is not http(s) or
     that carries credentials (user:password@ would end up in logs, errors and the cache key)."""
@@ -122,8 +131,9 @@ class CompletionsClient:
                     raise PddkitError(f"model {self.model} or the completions endpoint was not "
                                       f"found at {where} (HTTP 404)") from None
                 if e.code != 429 and not 500 <= e.code < 600:
-                    raise PddkitError(self._say(f"the server at {where} refused the request "
-                                                f"(HTTP {e.code}{detail})")) from None
+                    raise RefusedError(self._say(f"the server at {where} refused the request "
+                                                 f"(HTTP {e.code}{detail})"), e.code,
+                                       self._say(detail)) from None
                 failure = f"HTTP {e.code}"
                 retry_after = _seconds(e.headers.get("Retry-After") if e.headers else None)
                 last = PddkitError(self._say(f"the server at {where} answered HTTP {e.code} "

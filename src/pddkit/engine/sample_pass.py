@@ -35,8 +35,8 @@ def sample_provider(ctx: PassContext) -> None:
     sets: dict[SampleParams, list[tuple[str, ...]]] = {}
     prompts_of: dict[SampleParams, list[str]] = {}
     sampled = 0
-    for key, n in wanted.items():
-        split = [split_words(span, key.prefix) for span in ctx.spans]
+    splits = {key: [split_words(span, key.prefix) for span in ctx.spans] for key in wanted}
+    for key, split in splits.items():  # every text checked before anything is sampled
         short = [name for name, (p, r) in zip(ctx.names, split) if not p or not r]
         if short:
             more = f" (and {len(short) - NAMED} more)" if len(short) > NAMED else ""
@@ -45,7 +45,8 @@ def sample_provider(ctx: PassContext) -> None:
                 f"text; {', '.join(short[:NAMED])}{more} "
                 f"{'has' if len(short) == 1 else 'have'} too few words (at least "
                 f"{_least(key.prefix)} needed)")
-        prompts = [" ".join(p) for p, _ in split]
+    for key, n in wanted.items():
+        prompts = [" ".join(p) for p, _ in splits[key]]
         seeds = [text_seed(ctx.config.seed, span, key.values()) for span in ctx.spans]
         got = ctx.executor.sample(ctx.target, prompts, ctx.names, n, key.top_k, key.top_p,
                                   key.temperature, key.max_new_tokens, seeds)
