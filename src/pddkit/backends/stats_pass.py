@@ -1,4 +1,5 @@
-"""The statistics pass (SPEC section 2): L, H, M2 for every text position in one forward.
+"""The statistics pass (SPEC section 2): L, H, M2 (and the argmax id, TokenStats.top) for
+every text position in one forward.
 
 Texts are sorted by length and batched; the model body runs once per batch; the output
 head and the softmax run over the non-padding positions only, in chunks sized so that
@@ -84,16 +85,18 @@ def _postprocess(config, logits):
 
 
 def chunk_stats(logits, targets):
-    """[C, V] logits, [C] target ids -> (L, H, M2), each [C], in float32."""
+    """[C, V] logits, [C] target ids -> (L, H, M2, top): L, H, M2 each [C] float32, top
+    [C] int64 the argmax id of each distribution (`infill`; the first on a tie)."""
     import torch
 
     logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
     L = logp.gather(1, targets[:, None])[:, 0]  # [C]
+    top = logp.argmax(-1)  # [C]
     p = logp.exp()  # [C, V]
     p.mul_(logp)  # [C, V] p log p
     H = -p.sum(-1)  # [C]
     M2 = torch.linalg.vecdot(p, logp)  # [C] sum p (log p)^2
-    return L, H, M2
+    return L, H, M2, top
 
 
 class StatsRunner:
@@ -135,9 +138,9 @@ class StatsRunner:
             for b in range(0, len(order), self.batch_size):
                 batch = order[b:b + self.batch_size]
                 stats = self._batch([ids[i] for i in batch])
-                for i, (L, H, M2) in zip(batch, stats):
+                for i, (L, H, M2, top) in zip(batch, stats):
                     out[i] = TokenStats(np.asarray(ids[i], dtype=np.int64), L, H, M2,
-                                        truncated[i])
+                                        truncated[i], top=top)
                 bar.update(sum(len(ids[i]) for i in batch))
         bar.close()
         return out  # type: ignore[return-value]
@@ -185,16 +188,20 @@ class StatsRunner:
         tgt = nxt[predict]  # [P]
         V = self.head.weight.shape[0] if self.body is not None else hidden.shape[-1]
         chunk = max(1, self.chunk_bytes // (V * 4 * 3))
-        parts = []
+        parts, tops = [], []
         for c in range(0, h.shape[0], chunk):
             hc = h[c:c + chunk]
             logits = hc if self.body is None else _postprocess(self.lm.model.config, self.head(hc))
-            parts.append(torch.stack(chunk_stats(logits, tgt[c:c + chunk]), dim=1))  # [C, 3]
+            L, H, M2, top = chunk_stats(logits, tgt[c:c + chunk])
+            parts.append(torch.stack((L, H, M2), dim=1))  # [C, 3]
+            tops.append(top)  # [C]
         flat = torch.cat(parts).float().cpu().numpy()  # [P, 3]
+        argmax = torch.cat(tops).to(torch.int64).cpu().numpy()  # [P]
         result, start = [], 0
         for s in seqs:
             block = flat[start:start + len(s)]
-            result.append((block[:, 0].copy(), block[:, 1].copy(), block[:, 2].copy()))
+            result.append((block[:, 0].copy(), block[:, 1].copy(), block[:, 2].copy(),
+                           argmax[start:start + len(s)].copy()))
             start += len(s)
         return result
 

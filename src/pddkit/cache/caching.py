@@ -14,6 +14,7 @@ same chunks in the same batches, and its statistics equal an uninterrupted run's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 
@@ -236,4 +237,4 @@ def _with_flag(stats: TokenStats | None, truncated: bool) -> TokenStats:
     assert stats is not None
     if stats.truncated == truncated:
         return stats
-    return TokenStats(ids=stats.ids, L=stats.L, H=stats.H, M2=stats.M2, truncated=truncated)
+    return dataclasses.replace(stats, truncated=truncated)  # the argmax ids (top) kept

@@ -38,7 +38,9 @@ _CHUNK = 8 * 2**20
 # in backends/stats_pass.py, the openai backend's log-probabilities, pddkit/stats.py):
 # every cache entry written before is then a miss. (STATS_FORMAT in backends/base.py
 # is the layout and meaning of TokenStats.)
-STATS_CODE_VERSION = 1
+# 2: the hf pass also gives each position's argmax id (TokenStats.top, `infill`); entries
+# written before lack it and must not be served.
+STATS_CODE_VERSION = 2
 KEY_LIBRARIES = ("torch", "transformers")  # their versions are part of every cache key
 
 

@@ -1,6 +1,7 @@
 """Executors: where the statistics passes run. `LocalExecutor` runs them in this process;
 `RayExecutor` (executors_ray.py, the only module that imports ray) spreads them over
-Ray actors. Both return TokenStats in the order of the texts, and run `samia`'s sampling
+Ray actors. Both return TokenStats in the order of the texts (`token_stats`) or of token-id
+sequences (`id_stats`: `infill`'s variants), and run `samia`'s sampling
 (`sample`) where they run passes. `prepare(backend)` is called
 on every backend as it is opened, before anything asks it for facts or a fingerprint."""
 
@@ -21,6 +22,11 @@ class Executor(Protocol):
                     desc: str) -> list[TokenStats]:
         """TokenStats of each text under `backend`, in order."""
 
+    def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                 names: Sequence[str], desc: str) -> list[TokenStats]:
+        """TokenStats of token-id sequences under `backend`, in order (`infill`'s variants:
+        ids, not texts; `names` name each in errors)."""
+
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
                top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
                seeds: Sequence[int]):
@@ -39,6 +45,10 @@ class LocalExecutor:
                     desc: str) -> list[TokenStats]:
         enc = backend.encode(texts, names, what=desc)
         return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc)
+
+    def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                 names: Sequence[str], desc: str) -> list[TokenStats]:
+        return backend.stats_for_ids(ids, truncated, desc=desc)
 
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
                top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,

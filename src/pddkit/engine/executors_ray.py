@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from pddkit import progress
-from pddkit.backends.base import Backend, BackendSpec
+from pddkit.backends.base import Backend, BackendSpec, Encoded
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 
@@ -76,10 +76,11 @@ class StatsWorker:
         facts = getattr(backend, "facts", None)
         return backend.fingerprint(), (facts() if facts is not None else None)
 
-    def stats(self, seqs: list[list[int]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(L, H, M2) of each sequence: one batch of the local pass."""
+    def stats(self, seqs: list[list[int]]) -> list[tuple]:
+        """(L, H, M2, top) of each sequence: one batch of the local pass (top: the argmax
+        ids, None from a backend that gives none)."""
         out = self.backend().stats_for_ids(seqs, [False] * len(seqs), desc="ray actor")
-        return [(st.L, st.H, st.M2) for st in out]
+        return [(st.L, st.H, st.M2, st.top) for st in out]
 
 
     def sample(self, prompts: list[str], names: list[str], n: int, top_k: int, top_p: float,
@@ -287,11 +288,19 @@ class RayExecutor:
                     desc: str) -> list[TokenStats]:
         self.prepare(backend)
         enc = backend.encode(texts, names, what=desc)
+        return self.id_stats(backend, enc.ids, enc.truncated, names, desc)
+
+    def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                 names: Sequence[str], desc: str) -> list[TokenStats]:
+        """TokenStats of token-id sequences (`infill`'s variants) under `backend`, in order:
+        the pass token_stats runs after encoding, behind the cache when there is one."""
+        self.prepare(backend)
+        enc = Encoded(ids=[list(s) for s in ids], truncated=[bool(t) for t in truncated])
         store = getattr(backend, "store", None)
         if store is None:
             stream = self._start(backend, enc.ids, list(names), desc)
-            return [_stats(ids, stream.get(i), flag)
-                    for i, (ids, flag) in enumerate(zip(enc.ids, enc.truncated))]
+            return [_stats(seq, stream.get(i), flag)
+                    for i, (seq, flag) in enumerate(zip(enc.ids, enc.truncated))]
         # the statistics cache: only its misses go to the actors, in one pass, in the order
         # CachingBackend asks for them (longest first), so each chunk is stored as it arrives
         from pddkit.cache import text_key
@@ -375,6 +384,9 @@ class RayExecutor:
 
 
 def _stats(ids: Sequence[int], arrays: tuple, truncated: bool) -> TokenStats:
-    """TokenStats as the local pass gives them: int64 ids, float32 L, H, M2."""
-    L, H, M2 = (np.asarray(a, dtype=np.float32) for a in arrays)
-    return TokenStats(np.asarray(ids, dtype=np.int64), L, H, M2, bool(truncated))
+    """TokenStats as the local pass gives them: int64 ids, float32 L, H, M2, int64 top
+    (the argmax ids, when the actor's backend gives them)."""
+    L, H, M2 = (np.asarray(a, dtype=np.float32) for a in arrays[:3])
+    top = arrays[3] if len(arrays) > 3 else None
+    return TokenStats(np.asarray(ids, dtype=np.int64), L, H, M2, bool(truncated),
+                      top=None if top is None else np.asarray(top, dtype=np.int64))
