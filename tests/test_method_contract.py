@@ -31,8 +31,11 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # pac: a member's word-swapped copies are far more polarised than the text (PD 8 vs 0)
     aug = tuple(TokenStats.from_lists([1, 2], [-1.0, -9.0] if member else [-5.0, -5.0])
                 for _ in range(5))
+    # samia: a member's continuations recall the text's second half, a non-member's do not
+    half = " ".join(TEXT.split()[len(TEXT.split()) // 2:])
+    samples = tuple(half if member else f"nothing of it {k}" for k in range(10))
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
-                       probe=log_odds, augmented=aug)
+                       probe=log_odds, augmented=aug, samples=samples)
 
 
 def _fitted_probe():

@@ -64,15 +64,15 @@ def test_rouge1_recall_and_zlib_follow_spec_on_hand_made_strings():
     assert samia(obs, samples=4, zlib=True) == pytest.approx(words_score(text, conts, use_zlib=True))
     keyed = Observation(text=text, target=EMPTY, samples={
         SampleParams(0.5, 50, None): ("five",), SampleParams(0.5, 50, 7): ("six six",)})
-    assert samia(keyed, samples=1) == pytest.approx(1 / 4)
+    assert samia(keyed, samples=1) == pytest.approx(1 / 4)  # max_new_tokens=0: no cap
     assert samia(keyed, samples=1, max_new_tokens=7) == pytest.approx(2 / 4)
 
 
 @pytest.mark.parametrize("spec, says", [
     ("samia:prefix=1", "prefix must be in (0, 1)"), ("samia:samples=0", "samples must be at least 1"),
     ("samia:top_k=0", "top_k must be at least 1"),
-    ("samia:max_new_tokens=lots", "max_new_tokens must be a whole number"),
-    ("samia:max_new_tokens=0", "max_new_tokens must be at least 1")])
+    ("samia:max_new_tokens=lots", "max_new_tokens='lots' is not a int"),
+    ("samia:max_new_tokens=-1", "max_new_tokens must be 0 .no cap beyond the 1024-token rule. or more")])
 def test_bad_hyperparameters_are_one_sentence_before_any_model_loads(spec, says):
     from pddkit.engine.plan import Resources, make_plan
 
@@ -86,7 +86,7 @@ def test_samia_is_named_only_needs_sampling_and_reads_no_target_statistics():
     spec = METHODS.get("samia")
     assert spec.needs == {Need.SAMPLES} and spec.requires == {"sampling"} and not spec.reads_target
     assert spec.defaults == {"samples": 10, "prefix": 0.5, "top_k": 50, "zlib": False,
-                             "max_new_tokens": None}
+                             "max_new_tokens": 0}
     assert "samia" not in {c.spec.name for c in resolve_methods("all", {Need.SAMPLES})}
 
     class NoSampling:
@@ -128,7 +128,7 @@ def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path):
     scores = {s["id"]: s for s in map(json.loads, (tmp_path / "scores.jsonl").read_text().splitlines())}
     labels = {"samia:samples=10,prefix=0.5,top_k=50,zlib=False,max_new_tokens=24": (10, 0.5, False),
               "samia:samples=4,prefix=0.5,top_k=50,zlib=True,max_new_tokens=24": (4, 0.5, True),
-              "samia:samples=3,prefix=0.3,top_k=50,zlib=False,max_new_tokens=None": (3, 0.3, False)}
+              "samia:samples=3,prefix=0.3,top_k=50,zlib=False,max_new_tokens=0": (3, 0.3, False)}
     assert {r["method"] for r in rows} == set(labels) and len(rows) == 3 * len(TEXTS)
     by = {(r["id"], r["method"]): r for r in rows}
     hits = 0

@@ -28,7 +28,7 @@ Where pddkit differs from the reference code, deliberately:
   reference code's clean_text removes them by model name).
 
 Cost per text: one prefill of the prompt and `samples` sampled continuations (up to 1024
-tokens in all with the prompt, or `max_new_tokens`), per distinct (prefix, top_k,
+tokens in all with the prompt; `max_new_tokens` > 0 caps the continuation), per distinct (prefix, top_k,
 max_new_tokens); calls differing only in `samples` or `zlib` share the continuations.
 """
 
@@ -67,26 +67,20 @@ class SampleParams:
         return astuple(self)
 
     def label(self) -> str:
-        c = "none" if self.max_new_tokens is None else self.max_new_tokens
+        c = 0 if self.max_new_tokens is None else self.max_new_tokens
         return f"prefix={self.prefix:g}, top_k={self.top_k}, max_new_tokens={c}"
 
 
-def cap(max_new_tokens) -> int | None:
-    """`max_new_tokens` as given (None, an int, or a string from the command line)."""
-    if max_new_tokens is None or (isinstance(max_new_tokens, str)
-                                  and max_new_tokens.strip().lower() in ("none", "")):
-        return None
-    try:
-        value = int(max_new_tokens)
-    except (TypeError, ValueError):
-        raise PddkitError(f"max_new_tokens must be a whole number or none, not "
-                          f"{max_new_tokens!r}") from None
-    if value < 1:
-        raise PddkitError(f"max_new_tokens must be at least 1 (or none), not {value}")
-    return value
+def cap(max_new_tokens: int) -> int | None:
+    """The continuation cap: None for 0 (the reference code's rule alone: prompt plus
+    continuation at most 1024 tokens and the context)."""
+    if max_new_tokens < 0:
+        raise PddkitError(f"max_new_tokens must be 0 (no cap beyond the 1024-token rule) or "
+                          f"more, not {max_new_tokens}")
+    return int(max_new_tokens) or None
 
 
-def check(samples: int, prefix: float, top_k: int, max_new_tokens) -> None:
+def check(samples: int, prefix: float, top_k: int, max_new_tokens: int) -> None:
     """One sentence for a hyperparameter samia cannot use."""
     if samples < 1:
         raise PddkitError(f"samples must be at least 1, not {samples}")
@@ -129,11 +123,11 @@ def _continuations(obs: Observation, samples: int, params: SampleParams) -> tupl
                          "half against its second half (no log-probabilities)",
                  cost="+`samples` sampled continuations per text (up to 1024 tokens each)")
 def samia(obs: Observation, *, samples: int = 10, prefix: float = 0.5, top_k: int = 50,
-          zlib: bool = False, max_new_tokens: int | None = None) -> float:
+          zlib: bool = False, max_new_tokens: int = 0) -> float:
     check(samples, prefix, top_k, max_new_tokens)
     prompt, reference = split_words(obs.text, prefix)
     if not prompt or not reference:
-        raise PddkitError("a text needs a prompt word and a reference word")
+        return 0.0  # nothing to recall; never in a run: the sampling pass refuses such texts
     conts = _continuations(obs, samples, SampleParams.of(
         {"prefix": prefix, "top_k": top_k, "max_new_tokens": max_new_tokens}))
     values = [rouge1_recall(c, reference) * (zlib_size(c) if zlib else 1) for c in conts]
