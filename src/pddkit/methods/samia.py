@@ -121,7 +121,7 @@ def _continuations(obs: Observation, samples: int, params: SampleParams) -> tupl
                  reads_target=False, paper="Kaneko et al. 2024",
                  summary="mean ROUGE-1 recall of sampled continuations of the text's first "
                          "half against its second half (no log-probabilities)",
-                 cost="+`samples` sampled continuations per text (up to 1024 tokens each)")
+                 cost="+samples sampled continuations per text (<= 1024 tokens with the prompt)")
 def samia(obs: Observation, *, samples: int = 10, prefix: float = 0.5, top_k: int = 50,
           zlib: bool = False, max_new_tokens: int = 0) -> float:
     check(samples, prefix, top_k, max_new_tokens)
