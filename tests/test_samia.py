@@ -228,6 +228,11 @@ def test_a_killed_run_resumes_from_the_cache_without_sampling_again(tiny, tmp_pa
     assert first.counts["cache"]["sampling"] == {"hits": 0, "misses": len(TEXTS)}
     assert rerun.counts["cache"]["sampling"] == {"hits": len(TEXTS), "misses": 0}
     assert trail(rerun) == trail(first)
+    from pddkit.cache.directory import clear_directory, directory_info
+
+    assert directory_info(tmp_path / "api").memo_files >= 1  # samples.jsonl counted
+    clear_directory(tmp_path / "api")  # `pddkit cache clear` removes the continuations too
+    assert not (tmp_path / "api" / "samples.jsonl").exists()
 
 
 # --- a served model ---------------------------------------------------------------------

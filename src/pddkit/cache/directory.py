@@ -87,11 +87,15 @@ def directory_info(path: Path) -> CacheInfo:
 
 
 def _memo_files(path: Path) -> list[Path]:
-    """The files of memo/ beside our manifest (cache/memo.py)."""
-    memo = path / MEMO
-    if not ((path / MANIFEST).exists() and memo.is_dir()):
+    """The files of memo/ beside our manifest (cache/memo.py), and samia's sampled
+    continuations there (cache/samples.py): `info` counts them, `clear` removes them."""
+    if not (path / MANIFEST).exists():
         return []
-    return [p for p in memo.rglob("*") if p.is_file()]
+    from pddkit.cache.samples import FILE_NAME
+
+    memo = path / MEMO
+    found = [p for p in memo.rglob("*") if p.is_file()] if memo.is_dir() else []
+    return found + [p for p in [path / FILE_NAME] if p.is_file()]
 
 
 def _temporary_files(path: Path) -> list[Path]:
