@@ -283,7 +283,7 @@ def test_a_server_ignoring_n_or_refusing_top_k_is_one_notice_and_nothing_is_lost
     assert all(len(set(r["continuations"])) == 3 for r in res.trail["samples.jsonl"])
     assert len(served.behaviour.requests) == 3 * 3
     [line] = res.notices
-    assert "returned fewer continuations than the n=3 asked for (it ignores `n`)" in line
+    assert "returned fewer continuations than the n=3 asked for (it ignores n)" in line
     assert "asked 6 more times" in line
     res = run_served(tiny, served, "reject_top_k")
     [line] = res.notices

@@ -362,7 +362,7 @@ class OpenAIBackend:
                            f"distribution at top_p {top_p:g}")
         if state["again"]:
             notices.append(f"the server at {self.client.url} returned fewer continuations than "
-                           f"the n={n} asked for (it ignores `n`): pddkit asked "
+                           f"the n={n} asked for (it ignores n): pddkit asked "
                            f"{state['again']} more times, so every text has its {n}")
         return Sampled(tuple(out), tuple(notices))  # type: ignore[arg-type]
 
