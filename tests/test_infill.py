@@ -1,0 +1,314 @@
+"""`infill` (Raoof et al. 2025, SPEC 3b): the formula on hand-made statistics for both
+variants, bad hyperparameters refused before any model loads, the argmax (TokenStats.top)
+kept by the statistics store, and on a tiny model: each r_i recomputed from plain
+forwards over x and every full-length x' (argmax positions r_i = 0, both variants), the
+same scores for batch 1 and 16, a rerun with the cache computing nothing, and the
+`openai` backend skipping infill with a notice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tiny_models import small_tokenizer
+
+from pddkit.errors import PddkitError
+from pddkit.methods.infill import infill, infill_ratios
+from pddkit.stats import Observation, TokenStats
+
+TEXTS = [
+    "the quick quick brown brown fox jumps over the lazy lazy dog",
+    "lazy dog dog jumps over the the quick fox",
+    "the fox fox fox jumps jumps over over the dog",
+    "quick brown dog jumps over the lazy fox and the quick brown dog",
+]
+ARGMAX_AT = [2, 5, 6, 9, 12]  # the known argmax positions of the made sequence (`made`)
+
+
+def st(L, H, M2, ids=(1, 2, 3, 4)) -> TokenStats:
+    return TokenStats.from_lists(list(ids), L, H, M2)
+
+
+# x: var = M2 - H^2 = 4, 1, 4, 4 -> z = (L + H) / sd = 0, -1, 0.75, -1
+X = st([-1.0, -2.0, -0.5, -3.0], [1.0, 1.0, 2.0, 1.0], [5.0, 2.0, 8.0, 5.0])
+# x_1 infilled: positions 1.. z = 0.5, 0, 0 (var 1, 1, 1)
+V1 = st([-1.0, -0.5, -1.0, -2.0], [1.0, 1.0, 1.0, 2.0], [5.0, 2.0, 2.0, 5.0], (1, 9, 3, 4))
+# x_3 infilled, with an entropy unlike x's at 3 (hand-made) so that the reference code's
+# variance, M2_3(x') - H_3(x)^2 = 7, differs from x''s own, 8 - 4 = 4
+V3 = st([-1.0, -2.0, -0.5, -1.0], [1.0, 1.0, 2.0, 2.0], [5.0, 2.0, 8.0, 8.0], (1, 2, 3, 9))
+HAND = Observation(text="w x y z", target=X, infill=((1, V1), (3, V3)))
+
+
+def test_the_formula_on_hand_made_statistics_both_variants():
+    r, floored = infill_ratios(X, HAND.infill, 5, "corrected")
+    # r_1 = (-1 - 0.5) + (0.75 - 0) + (-1 - 0); r_3 = -1 - (-1 + 2) / 2; argmax positions 0
+    np.testing.assert_allclose(r, [0.0, -1.75, 0.0, -1.5])
+    assert not floored.any()
+    assert infill(HAND) == pytest.approx(-1.75)  # k=0.2: m = max(1, floor(0.8)) = 1
+    assert infill(HAND, k=0.5) == pytest.approx((-1.75 - 1.5) / 2)
+    assert infill(HAND, k=1.0) == pytest.approx(-3.25 / 4)
+    assert infill(HAND, k=0.5, lookahead=1) == pytest.approx((-0.75 - 1.5) / 2)  # j = 2 only
+    assert infill(HAND, k=0.5, lookahead=0) == pytest.approx((-1.5 - 1.5) / 2)  # position i only
+    # reference: every term over position i's sd (x: 1; x': sqrt(M2_i(x') - H_i(x)^2)),
+    # r_1 = (L_j(x) - L_j(x')) summed = -1.5 + 0.5 - 1; r_3 = -1 - (-1 + 2) / sqrt(7)
+    r, _ = infill_ratios(X, HAND.infill, 5, "reference")
+    np.testing.assert_allclose(r, [0.0, -2.0, 0.0, -1.0 - 1.0 / np.sqrt(7.0)])
+    assert infill(HAND, k=0.5, variant="reference") == pytest.approx((-3.0 - 1.0 / np.sqrt(7.0)) / 2)
+
+
+def test_a_floored_variance_among_the_lowest_ratios_is_a_counted_fallback():
+    from pddkit.methods.base import METHODS, MethodCall
+
+    call = MethodCall(METHODS.get("infill"), dict(METHODS.get("infill").defaults), "infill")
+    assert call.fallback(HAND) is None
+    flat = st([-1.0, -0.5, -1.0, 0.0], [1.0, 1.0, 1.0, 0.0], [5.0, 2.0, 2.0, 0.0], (1, 9, 3, 4))
+    o = Observation(text="w x y z", target=X, infill=((1, flat),))  # a one-point P_3 in x'
+    assert call(o) == pytest.approx(-1.75) and "floored at 1e-12" in call.fallback(o)
+    # floored in r_3 = -1, but the lowest (k=0.2: one) is r_1 = -1.75 of V1: no fallback
+    assert call.fallback(Observation(text="w x y z", target=X, infill=((1, V1), (3, flat)))) is None
+
+
+def test_a_variant_shorter_than_the_lookahead_needs_is_one_sentence():
+    with pytest.raises(PddkitError, match="holds 2 tokens"):
+        infill(Observation(text="w", target=X, infill=((1, st([-1, -1], [1, 1], [2, 2], (1, 9))),)))
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("infill:k=0", "k must be in (0, 1]"),
+    ("infill:k=1.5", "k must be in (0, 1]"),
+    ("infill:lookahead=-1", "lookahead must be a whole number >= 0"),
+    ("infill:variant=paper", "variant must be one of corrected, reference"),
+])
+def test_bad_hyperparameters_are_one_sentence_before_any_model_loads(spec, says):
+    from pddkit.engine.plan import check_params
+    from pddkit.methods.base import Need, resolve_methods
+
+    [call] = resolve_methods(spec, {Need.INFILL})
+    with pytest.raises(PddkitError) as err:
+        check_params(call)
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_store_keeps_the_argmax_ids_and_reads_entries_without_them_as_none(tmp_path):
+    from pddkit.cache.store import StatsStore
+
+    with StatsStore.open(tmp_path / "c") as store:
+        with_top = TokenStats(X.ids, X.L, X.H, X.M2, top=np.array([1, 7, 3, 300_000]))
+        store.put_many([("a" * 64, with_top), ("b" * 64, X)])
+    got = StatsStore.open(tmp_path / "c").get(["a" * 64, "b" * 64])
+    np.testing.assert_array_equal(got["a" * 64].top, [1, 7, 3, 300_000])
+    assert got["a" * 64].top.dtype == np.int64 and got["b" * 64].top is None
+
+
+def test_the_variants_replace_each_non_argmax_token_and_stop_after_the_lookahead():
+    from pddkit.engine.infill_pass import variants
+
+    ids, top = np.array([5, 6, 7, 8, 9]), np.array([5, 1, 7, 2, 3])
+    assert variants(ids, top, 2) == [(1, [5, 1, 7, 8]), (3, [5, 6, 7, 2, 9]), (4, [5, 6, 7, 8, 3])]
+    assert variants(ids, top, 0) == [(1, [5, 1]), (3, [5, 6, 7, 2]), (4, [5, 6, 7, 8, 3])]
+
+
+# --- on a tiny model --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A random one-layer GPT-2 whose weights (initializer_range 0.5) give peaked
+    distributions: the default 0.02 gives near-uniform ones, whose variance of log P
+    (M2 - H^2, ~0.005 against H^2 ~ 32) float32 rounding leaves at 3 digits."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    directory = tmp_path_factory.mktemp("infill") / "tiny"
+    tok = small_tokenizer()
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
+                               n_positions=64, bos_token_id=0, eos_token_id=0,
+                               initializer_range=0.5)).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def lm(tiny):
+    from pddkit.backends.hf_loading import load_model
+
+    return load_model(str(tiny), device="cpu", dtype="float32")
+
+
+_PLAIN: dict = {}
+
+
+def plain(model, ids: list[int]):
+    """log P_i over the vocabulary, mu_i = E[log P], var_i = E[(log P)^2] - mu_i^2, from one
+    unbatched forward of [start] + ids (start = 0, the tiny model's BOS); remembered."""
+    import torch
+
+    key = (id(model), tuple(ids))
+    if key not in _PLAIN:
+        with torch.no_grad():
+            logits = model(torch.tensor([[0, *ids]])).logits[0, :-1].float()
+        logp = torch.log_softmax(logits, -1).double()
+        p = logp.exp()
+        mu = (p * logp).sum(-1)
+        var = (p * logp ** 2).sum(-1) - mu ** 2
+        _PLAIN[key] = (logp.numpy(), mu.numpy(), var.numpy())
+    return _PLAIN[key]
+
+
+def by_hand(model, ids: list[int], lookahead: int, variant: str) -> np.ndarray:
+    """r_i of SPEC 3b from plain forwards over x and each full-length x' (not cut)."""
+    n = len(ids)
+    lp, mu, var = plain(model, ids)
+    r = np.zeros(n)
+    for i in range(n):
+        v = int(lp[i].argmax())
+        if v == ids[i]:
+            continue  # r_i = 0
+        alt = [*ids[:i], v, *ids[i + 1:]]
+        lq, mq, vq = plain(model, alt)
+        later = range(i + 1, min(i + lookahead, n - 1) + 1)
+        if variant == "corrected":
+            z = lambda a, m, s, j, t: (a[j, t] - m[j]) / np.sqrt(s[j])  # noqa: E731
+            r[i] = z(lp, mu, var, i, ids[i]) - z(lq, mq, vq, i, v) + sum(
+                z(lp, mu, var, j, ids[j]) - z(lq, mq, vq, j, ids[j]) for j in later)
+        else:  # the authors' calculateInfillPerplexity: position i's mean and sigma throughout
+            s, s_opt = np.sqrt(var[i]), np.sqrt((vq[i] + mq[i] ** 2) - mu[i] ** 2)
+            r[i] = (lp[i, ids[i]] - mu[i]) / s - (lq[i, v] - mq[i]) / s_opt + sum(
+                (lp[j, ids[j]] - mu[i]) / s - (lq[j, ids[j]] - mq[i]) / s_opt for j in later)
+    return r
+
+
+@pytest.fixture(scope="module")
+def made(lm) -> str:
+    """A text whose tokens at ARGMAX_AT are set, left to right, to the argmax of a plain
+    forward over what precedes them, and are the only argmax positions."""
+    ids = lm.tokenizer("the quick brown fox jumps over the lazy dog and the quick brown fox",
+                       add_special_tokens=False)["input_ids"]
+    for i in ARGMAX_AT:
+        ids[i] = int(plain(lm.model, ids[:i + 1])[0][i].argmax())
+    text = lm.tokenizer.decode(ids)
+    assert lm.tokenizer(text, add_special_tokens=False)["input_ids"] == ids  # round trip
+    top = plain(lm.model, ids)[0].argmax(-1)
+    assert [i for i in range(len(ids)) if top[i] == ids[i]] == ARGMAX_AT
+    return text
+
+
+def provide(lm, texts: list[str], methods: str):
+    """The target pass and the infill provider on the hf backend, as a run makes them."""
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.executors import LocalExecutor
+    from pddkit.engine.infill_pass import infill_provider
+    from pddkit.engine.passes import PassContext, target_pass
+    from pddkit.methods.base import Need, resolve_methods
+
+    names = [f"text {i + 1}" for i in range(len(texts))]
+    ctx = PassContext(texts=texts, names=names, ids=names, config=RunConfig(model=lm.name),
+                      calls=tuple(resolve_methods(methods, {Need.INFILL})),
+                      target=HFBackend(lm, batch_size=3), executor=LocalExecutor(),
+                      load_backend=None)
+    target_pass(ctx)
+    infill_provider(ctx)
+    return ctx
+
+
+def test_each_ratio_recomputed_from_plain_forwards_over_x_and_every_variant(lm, made):
+    ctx = provide(lm, [made, *TEXTS], "infill,infill:lookahead=2,variant=reference")
+    target, variants = ctx.fields["target"], ctx.fields["infill"]
+    assert [i for i, _ in variants[0]] == [i for i in range(len(target[0])) if i not in ARGMAX_AT]
+    for x, infilled in zip(target, variants):
+        ids = x.ids.tolist()
+        lp, _, _ = plain(lm.model, ids)
+        top = lp.argmax(-1)
+        np.testing.assert_array_equal(x.top, top)  # the pass's argmax, a plain forward's
+        assert [i for i, _ in infilled] == [i for i in range(len(ids)) if top[i] != ids[i]]
+        for i, v in infilled:  # x_i replaced by the argmax, cut after i + the largest lookahead
+            assert v.ids.tolist() == [*ids[:i], int(top[i]), *ids[i + 1:i + 6]]
+        for lookahead, variant in ((5, "corrected"), (2, "reference"), (5, "reference")):
+            got, _ = infill_ratios(x, infilled, lookahead, variant)
+            want = by_hand(lm.model, ids, lookahead, variant)
+            assert (got[top == x.ids] == 0).all()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    counts = ctx.counts["infill"]
+    assert counts["variants"] == sum(len(v) for v in variants) and counts["lookahead"] == 5
+    assert counts["tokens"] == sum(len(v) for per in variants for _, v in per)  # all distinct here
+
+
+def run(tiny, texts, methods="infill", order=None, batch_size=8, cache=None):
+    """A labelled run through the Python API; ids name the texts whatever the order."""
+    import pddkit
+
+    order = list(range(len(texts))) if order is None else order
+    return pddkit.evaluate([texts[i] for i in order], [i % 2 for i in order], str(tiny),
+                           methods=methods, ids=[f"t{i}" for i in order], device="cpu",
+                           dtype="float32", batch_size=batch_size, cache=cache, n_bootstrap=10,
+                           blind=False)
+
+
+METHODS = "infill,infill:k=1.0,variant=reference"
+
+
+def test_same_scores_for_batch_1_and_16_in_any_order(tiny, made):
+    texts = [made, *TEXTS]
+    a = run(tiny, texts, METHODS, batch_size=1)
+    b = run(tiny, texts, METHODS, batch_size=16, order=list(reversed(range(len(texts)))))
+    for label in ("infill:k=0.2,lookahead=5,variant=corrected",
+                  "infill:k=1.0,lookahead=5,variant=reference"):
+        sa, sb = dict(zip(a.ids, a.scores()[label])), dict(zip(b.ids, b.scores()[label]))
+        for k in sa:
+            assert sa[k] == pytest.approx(sb[k], rel=1e-5, abs=1e-6), (label, k)
+    assert a.counts["infill"]["variants"] == b.counts["infill"]["variants"] > 0
+
+
+def test_a_rerun_with_the_cache_computes_nothing_and_scores_the_same(tiny, made, tmp_path):
+    first = run(tiny, [made, *TEXTS], cache=tmp_path / "cache")
+    assert first.counts["cache"]["infilling pass"]["misses"] == first.counts["infill"]["variants"]
+    again = run(tiny, [made, *TEXTS], cache=tmp_path / "cache")  # the argmax ids come from the cache
+    assert again.counts["cache"]["target pass"]["misses"] == 0
+    assert again.counts["cache"]["infilling pass"] == {
+        "hits": first.counts["infill"]["variants"], "misses": 0}
+    np.testing.assert_array_equal(again.scores()["infill"], first.scores()["infill"])
+
+
+def test_the_openai_backend_skips_infill_with_a_notice(tiny, lm):
+    from openai_server import FakeOpenAIServer
+
+    import pddkit
+
+    with FakeOpenAIServer(lm.model, name="tiny", tokenizer=lm.tokenizer, max_model_len=64) as server:
+        res = pddkit.evaluate(TEXTS, [1, 0, 1, 0], "tiny", methods="loss,infill", backend="openai",
+                              api_base=server.api_base, api_key_env=None, tokenizer=str(tiny),
+                              n_bootstrap=10, blind=False)
+        sent = len(server.behaviour.requests)
+    assert list(res.scores()) == ["loss"] and "infill" not in res.counts
+    assert any(n.startswith("skipping infill: the backend gives only token log-probabilities")
+               for n in res.notices), res.notices
+    assert sent <= 1 + len(TEXTS)  # a canary at most, and the target pass: no variant sent
+
+
+@pytest.mark.slow
+def test_the_ray_engine_scores_infill_as_the_local_engine_bit_for_bit(tiny, made, tmp_path):
+    """The variants (token ids) through RayExecutor.id_stats behind the cache, and the
+    argmax ids carried back from the actor."""
+    import torch
+
+    import pddkit
+
+    ray = pytest.importorskip("ray")
+    texts = [made, *TEXTS]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the actor runs: one thread or two sum some products apart
+    try:
+        local = run(tiny, texts, METHODS, cache=tmp_path / "local")  # the same batches
+    finally:
+        torch.set_num_threads(threads)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        far = pddkit.evaluate(texts, [i % 2 for i in range(len(texts))], str(tiny), methods=METHODS,
+                              ids=[f"t{i}" for i in range(len(texts))], device="cpu",
+                              dtype="float32", cache=tmp_path / "cache", n_bootstrap=10,
+                              blind=False, engine="ray", actors=1)
+    finally:
+        ray.shutdown()
+    assert far.counts["cache"]["infilling pass"]["misses"] == far.counts["infill"]["variants"] > 0
+    for label, want in local.scores().items():
+        np.testing.assert_array_equal(far.scores()[label], want)
