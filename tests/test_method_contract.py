@@ -34,8 +34,12 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # samia: a member's continuations recall the text's second half, a non-member's do not
     half = " ".join(TEXT.split()[len(TEXT.split()) // 2:])
     samples = tuple(half if member else f"nothing of it {k}" for k in range(10))
+    # infill: every position's argmax has log-probability -0.5 (the same later tokens), far
+    # above a non-member's own tokens (-5), close to a member's (-1)
+    infill = tuple((i, TokenStats(ids, np.where(np.arange(n) == i, -0.5, L).astype(np.float32),
+                                  tgt.H, tgt.M2)) for i in range(n))
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
-                       probe=log_odds, augmented=aug, samples=samples)
+                       probe=log_odds, augmented=aug, samples=samples, infill=infill)
 
 
 def _fitted_probe():
@@ -89,8 +93,9 @@ def test_edge_statistics_stay_finite(name):
     ]
     for ids, L, H, M2 in cases:
         st = TokenStats.from_lists(ids, L, H, M2)
+        one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
-                        probe=0.5)
+                        probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))))
         assert np.isfinite(spec.fn(o, **spec.defaults))
 
 
@@ -98,4 +103,4 @@ def test_every_method_declares_paper_and_summary():
     for spec in METHODS:
         assert spec.paper and spec.summary
         for v in spec.defaults.values():
-            assert isinstance(v, (int, float))
+            assert isinstance(v, (int, float, str))  # a str: a choice (infill's variant)
