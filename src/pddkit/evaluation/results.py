@@ -125,7 +125,9 @@ class RunResult:
     def write(self, out_dir: str | Path) -> Path:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.json").write_text(json.dumps(_finite(self.to_dict()), indent=2) + "\n")
+        # default=str: a folder given as a Path (api `cache=Path(...)`) is written as its text
+        (out / "results.json").write_text(
+            json.dumps(_finite(self.to_dict()), indent=2, default=str) + "\n")
         if self.probe is not None:  # arrays + JSON, reloadable with --probe-load
             self.probe.save(out / "probe")
         if self.probe_validated is not None:
@@ -135,7 +137,8 @@ class RunResult:
         for name, rows in self.trail.items():
             with (out / name).open("w", encoding="utf-8") as fh:
                 for row in rows:
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    # ASCII escapes: U+2028 or U+0085 in a sampled text never splits a line
+                    fh.write(json.dumps(row) + "\n")
         named = bool(self.subsets) and any(x is not None for x in self.subsets)
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):
