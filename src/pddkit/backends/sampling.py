@@ -77,7 +77,8 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
     gen.manual_seed(int(seed))
     drawn = []
     with torch.inference_mode():
-        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True)
+        keep = _last_logits_only(model)  # the prompt's last position only: no [T, V] logits
+        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True, **keep)
         cache = out.past_key_values
         if cache is None:
             from pddkit.errors import PddkitError
@@ -101,6 +102,17 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
                 break
             rows[r].append(t)
     return rows
+
+
+def _last_logits_only(model) -> dict:
+    """`logits_to_keep=1` where the model's forward takes it (transformers' causal LMs do)."""
+    import inspect
+
+    try:
+        takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {"logits_to_keep": 1} if takes else {}
 
 
 def end_token_ids(model, tokenizer) -> set[int]:
