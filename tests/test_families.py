@@ -84,3 +84,26 @@ def test_probe_reads_every_layer_and_trains_a_proxy(family_lm, toy_world):
     assert [p.layer_ for p in search.probes] == list(range(1, LAYERS + 1))
     scores, cut = probe_scores(model, tok, toy_world.nonmembers[:5], search.probes, batch_size=2)
     assert scores.shape == (5, LAYERS) and np.isfinite(scores).all() and cut == 0
+
+
+@pytest.mark.slow
+def test_infill_shares_each_texts_key_value_cache_and_equals_the_plain_pass(family_lm):
+    """backends/infill_windows.py: every variant's statistics from the text's cache (rows of
+    one batch starting at different positions) equal a plain pass over the variant."""
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine.infill_pass import variants
+
+    backend = HFBackend(family_lm, batch_size=3)
+    texts = ["the cat sat on the mat and looked at the dog", "a dog ran after the cat"]
+    bases = backend.stats_for_ids(backend.encode(texts, ["a", "b"]).ids, [False, False])
+    rows = [variants(b.ids, b.top, 3) for b in bases]
+    assert all(len(r) > 3 for r in rows)
+    got = backend.infill_stats(bases, rows)
+    assert backend._shared_cache is True
+    want = backend.runner.run_ids([list(seq) for r in rows for _, seq in r])
+    for g, w in zip([s for per in got for s in per], want):
+        np.testing.assert_array_equal(g.ids, w.ids)
+        np.testing.assert_allclose(g.L, w.L, atol=2e-5)
+        np.testing.assert_allclose(g.H, w.H, atol=2e-5)
+        np.testing.assert_allclose(g.M2, w.M2, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(g.top, w.top)

@@ -60,6 +60,7 @@ class HFBackend:
         self._identity = None  # run_elsewhere: () -> (fingerprint, facts) from where it runs
         self._where: str | None = None
         self._tokens = None  # run_elsewhere: the tokenizer alone (hf_loading.TokenizerView)
+        self._shared_cache: bool | None = None  # infill_stats: whether the KV cache can be shared
 
     @classmethod
     def load(cls, name: str, *, device: str = "auto", dtype: str = "auto",
@@ -251,6 +252,37 @@ class HFBackend:
             self.batch_size = self.runner.batch_size = largest_batch(
                 self.runner, max(ids, key=len), len(ids))
         return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc)
+
+    def infill_stats(self, bases: Sequence[TokenStats],
+                     rows: Sequence[Sequence[tuple[int, Sequence[int]]]]) -> list[list[TokenStats]]:
+        """`infill`'s variants (i, ids) of each text whose target statistics are `bases[t]`,
+        each text's key/value cache shared by its variants (backends/infill_windows.py);
+        the plain pass when this model's cache cannot be shared (checked once)."""
+        import torch
+
+        from pddkit.backends.infill_windows import shared_cache_works, windows_of_text
+
+        runner = self.runner
+        size = self.batch_size if isinstance(self.batch_size, int) else 8
+        if self._shared_cache is None:
+            first = next((t for t, r in enumerate(rows) if r), None)
+            if first is None:
+                return [[] for _ in rows]
+            self._shared_cache = shared_cache_works(runner, bases[first], rows[first], size)
+        if not self._shared_cache:
+            flat = [list(seq) for r in rows for _, seq in r]
+            stats = iter(self.stats_for_ids(flat, [False] * len(flat), desc="infilling pass"))
+            return [[next(stats) for _ in r] for r in rows]
+        from pddkit import progress
+
+        bar = progress.bar(total=sum(len(r) for r in rows), desc="infilling pass", unit="variant")
+        out = []
+        with torch.inference_mode():
+            for base, r in zip(bases, rows):
+                out.append(windows_of_text(runner, base, r, size) if r else [])
+                bar.update(len(r))
+        bar.close()
+        return out
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tokenizer_view().tokenizer.decode(list(ids))
