@@ -25,39 +25,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pddkit.backends.cached_forward import forward_with_cache, position_stats
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
 
 CHECK_ATOL = 1e-3  # log-probabilities: the shared-cache window against the plain pass
-
-
-def _forward(runner, input_ids, mask, position_ids, past):
-    """(hidden states, or logits when the head is not separable; the cache) with `past`."""
-    if runner.body is None:
-        out = runner.lm.model(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                              past_key_values=past, use_cache=True)
-        return out.logits, out.past_key_values
-    out = runner.body(input_ids=input_ids, attention_mask=mask, position_ids=position_ids,
-                      past_key_values=past, use_cache=True)
-    return out[0], out.past_key_values
-
-
-def _stats(runner, hidden, targets):
-    """[P, d] hidden (or [P, V] logits), [P] target ids -> [P, 4] (L, H, M2, top) float64."""
-    import torch
-
-    from pddkit.backends.stats_pass import _postprocess, chunk_stats
-
-    V = runner.head.weight.shape[0] if runner.body is not None else hidden.shape[-1]
-    chunk = max(1, runner.chunk_bytes // (V * 4 * 3))
-    parts = []
-    for c in range(0, hidden.shape[0], chunk):
-        hc = hidden[c:c + chunk]
-        logits = hc if runner.body is None else _postprocess(runner.lm.model.config, runner.head(hc))
-        L, H, M2, top = chunk_stats(logits, targets[c:c + chunk])
-        parts.append(torch.stack([L.double(), H.double(), M2.double(), top.double()], dim=1))
-    return torch.cat(parts).cpu().numpy()
 
 
 def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence[int]]],
@@ -74,7 +47,8 @@ def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence
         cache = None
     else:
         x = torch.tensor([[start, *ids[:longest - 1]]], device=dev)
-        _, cache = _forward(runner, x, torch.ones_like(x), torch.arange(longest, device=dev)[None], None)
+        where = torch.arange(longest, device=dev)[None]
+        _, cache = forward_with_cache(runner, x, torch.ones_like(x), where, None)
     for b in range(0, len(rows), batch_size):
         part = list(range(b, min(b + batch_size, len(rows))))
         prefix = max(rows[r][0] for r in part)  # cached positions this batch reads
@@ -99,14 +73,14 @@ def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence
             if extra > 0:  # transformers 5: crop(-k) drops the last k positions
                 past.crop(-extra)
             past.batch_repeat_interleave(B)
-        hidden, _ = _forward(runner, new.to(dev), mask.to(dev), pos.to(dev), past)  # [B, W, d]
+        hidden, _ = forward_with_cache(runner, new.to(dev), mask.to(dev), pos.to(dev), past)  # [B, W, d]
         real = torch.zeros((B, W), dtype=torch.bool)
         targets = []
         for k, (r, f) in enumerate(zip(part, feeds)):
             real[k, :len(f)] = True
             i, seq = rows[r]
             targets += [int(t) for t in seq[i:]]
-        flat = _stats(runner, hidden[real.to(dev)], torch.tensor(targets, device=dev))  # [P, 4]
+        flat = position_stats(runner, hidden[real.to(dev)], torch.tensor(targets, device=dev))  # [P, 4]
         at = 0
         for r, f in zip(part, feeds):
             i, seq = rows[r]
