@@ -46,8 +46,8 @@ def build(shared: Path, out: Path, words: int, snippets: int, seed: int):
     """(model directory, {book: snippet texts}, member names)."""
     import torch
 
+    from pddkit.data.ngrams import ngram_hashes
     from pddkit.sandbox.corpus import strip_gutenberg
-    from pddkit.sandbox.ngrams import ngram_hashes
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
     from pddkit.studies.audit import Book, cut_snippets
 

@@ -45,7 +45,7 @@ def world_texts(shared: Path) -> tuple[list[str], list[str], list[str], list[str
 
 
 def check_no_shared_runs(*parts: list[str]) -> None:
-    from pddkit.sandbox.ngrams import ngram_hashes
+    from pddkit.data.ngrams import ngram_hashes
 
     sets = [set().union(*map(ngram_hashes, p)) for p in parts]
     for i in range(len(sets)):

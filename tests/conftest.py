@@ -65,7 +65,7 @@ def gutenberg_paragraphs(n: int, seed: int = 0) -> list[str]:
 def assert_no_shared_runs(members, nonmembers, pool) -> None:
     """SPEC section 7 for the test world: no 13-word run is shared between the members
     (trained on), the non-members and the pool (reference model, frequency table, tokenizer)."""
-    from pddkit.sandbox.ngrams import ngram_hashes
+    from pddkit.data.ngrams import ngram_hashes
 
     sets = [set().union(*map(ngram_hashes, part)) for part in (members, nonmembers, pool)]
     for i in range(3):

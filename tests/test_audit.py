@@ -324,8 +324,8 @@ WORDS, SNIPPETS = 64, 16
 def book_world(tmp_path_factory):
     import torch
 
+    from pddkit.data.ngrams import ngram_hashes
     from pddkit.sandbox.corpus import strip_gutenberg
-    from pddkit.sandbox.ngrams import ngram_hashes
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = shared_path("corpora", "gutenberg")

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+from pddkit.data.ngrams import ngram_hashes, shares_run
 from pddkit.errors import PddkitError
 from pddkit.sandbox import ground_truth
 from pddkit.sandbox.corpus import Corpus, Document
-from pddkit.sandbox.ngrams import ngram_hashes, shares_run
 from pddkit.sandbox.split import ROLES, split_documents, windows
 
 

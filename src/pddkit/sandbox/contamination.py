@@ -28,9 +28,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pddkit.data.ngrams import N, ngram_hashes
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.errors import PddkitError
-from pddkit.sandbox.ngrams import N, ngram_hashes
 
 EXAMPLES = "contamination-examples.jsonl"  # in the sandbox folder
 EVALUATED = "examples.jsonl"  # in RUN/contamination

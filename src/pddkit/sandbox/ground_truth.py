@@ -26,10 +26,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pddkit.data.ngrams import N, ngram_hashes
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 from pddkit.sandbox import contamination
-from pddkit.sandbox.ngrams import N, ngram_hashes
 
 logger = logging.getLogger(__name__)
 

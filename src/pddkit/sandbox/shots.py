@@ -15,9 +15,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+from pddkit.data.ngrams import ngram_hashes
 from pddkit.data.samples import Dataset, make_dataset
 from pddkit.errors import PddkitError
-from pddkit.sandbox.ngrams import ngram_hashes
 from pddkit.sandbox.split import Split, windows
 
 POOL = "shots-pool.jsonl"

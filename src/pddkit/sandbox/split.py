@@ -20,10 +20,10 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from pddkit.data.ngrams import N, ngram_hashes
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.errors import PddkitError
 from pddkit.sandbox.corpus import Corpus, Document
-from pddkit.sandbox.ngrams import N, ngram_hashes
 
 ROLES = ("member", "nonmember", "reference", "background")
 _WORD = re.compile(r"\S+")
