@@ -38,8 +38,13 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # above a non-member's own tokens (-5), close to a member's (-1)
     infill = tuple((i, TokenStats(ids, np.where(np.arange(n) == i, -0.5, L).astype(np.float32),
                                   tgt.H, tgt.M2)) for i in range(n))
+    # recall / conrecall: non-member shots halve a member's log-likelihood (x2), barely move a
+    # non-member's (x1.1); member shots move neither
+    scaled = lambda f: TokenStats(ids, (L * f).astype(np.float32), tgt.H, tgt.M2)  # noqa: E731
+    given = {("nonmember", 7): scaled(2.0 if member else 1.1), ("member", 7): scaled(1.0)}
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
-                       probe=log_odds, augmented=aug, samples=samples, infill=infill)
+                       probe=log_odds, augmented=aug, samples=samples, infill=infill,
+                       conditioned=given)
 
 
 def _fitted_probe():
@@ -95,7 +100,8 @@ def test_edge_statistics_stay_finite(name):
         st = TokenStats.from_lists(ids, L, H, M2)
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
-                        probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))))
+                        probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
+                        conditioned={("member", 7): st, ("nonmember", 7): one_point})
         assert np.isfinite(spec.fn(o, **spec.defaults))
 
 

@@ -61,6 +61,7 @@ class HFBackend:
         self._where: str | None = None
         self._tokens = None  # run_elsewhere: the tokenizer alone (hf_loading.TokenizerView)
         self._shared_cache: bool | None = None  # infill_stats: whether the KV cache can be shared
+        self._shared_prefix: bool | None = None  # stats_given_prefix: the same, for the shots
 
     @classmethod
     def load(cls, name: str, *, device: str = "auto", dtype: str = "auto",
@@ -252,6 +253,45 @@ class HFBackend:
             self.batch_size = self.runner.batch_size = largest_batch(
                 self.runner, max(ids, key=len), len(ids))
         return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` (add_special_tokens=False), never cut (recall's shots)."""
+        return list(self._tokenizer_view().tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def context_limit(self) -> int | None:
+        """Tokens a sequence may hold, start token included: the context and `max_length`."""
+        limit = self._tokenizer_view().context_length
+        if self.max_length is not None:
+            limit = self.max_length if limit is None else min(limit, self.max_length)
+        return limit
+
+    def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
+                           truncated: Sequence[bool], desc: str = "conditioned pass") -> list[TokenStats]:
+        """TokenStats of each id sequence x given `prefix` (SPEC 3b: [start] + P + x, over
+        x's positions), the prefix's key/value cache computed once and shared by every text
+        (backends/prefix_pass.py); the plain pass when this model's cache cannot be shared."""
+        from pddkit import progress
+        from pddkit.backends.prefix_pass import (
+            plain_prefix_stats,
+            shared_prefix_stats,
+            shared_prefix_works,
+        )
+
+        seqs, flags = [list(s) for s in ids], [bool(t) for t in truncated]
+        if not seqs:
+            return []
+        runner = self.runner
+        size = self.batch_size if isinstance(self.batch_size, int) else runner.batch_size
+        if self._shared_prefix is None:
+            self._shared_prefix = shared_prefix_works(runner, prefix, seqs, size)
+        bar = progress.bar(total=sum(len(s) for s in seqs), desc=desc, unit="tok")
+        try:
+            if self._shared_prefix:
+                return shared_prefix_stats(runner, prefix, seqs, flags, size)
+            return plain_prefix_stats(runner, prefix, seqs, flags)
+        finally:
+            bar.update(sum(len(s) for s in seqs))
+            bar.close()
 
     def infill_stats(self, bases: Sequence[TokenStats],
                      rows: Sequence[Sequence[tuple[int, Sequence[int]]]]) -> list[list[TokenStats]]:

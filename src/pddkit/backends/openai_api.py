@@ -264,10 +264,31 @@ class OpenAIBackend:
         enc = encode(view, texts, names, self.max_length, what=what)
         return Encoded(ids=enc.ids, truncated=enc.truncated)
 
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` (add_special_tokens=False), never cut (recall's shots)."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def context_limit(self) -> int | None:
+        """Tokens a prompt may hold, start token included: the served context (less the one
+        token generated) and `max_length`."""
+        limit = self.context_length()
+        if self.max_length is not None:
+            limit = self.max_length if limit is None else min(limit, self.max_length)
+        return limit
+
+    def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
+                           truncated: Sequence[bool], desc: str = "conditioned pass") -> list[TokenStats]:
+        """TokenStats of each x given `prefix` (SPEC 3b): the prompt log-probabilities of
+        [start] + P + x, x's positions kept. A server may reuse the prefix it has seen
+        (vLLM's prefix caching); each request still sends it."""
+        return self.stats_for_ids(ids, truncated, desc=desc, prefix=prefix)
+
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                      desc: str = "statistics") -> list[TokenStats]:
+                      desc: str = "statistics", prefix: Sequence[int] = ()) -> list[TokenStats]:
         """One request per text, `concurrency` at a time; results in order. The first
-        request that fails for good stops all others (openai_client.run_concurrently)."""
+        request that fails for good stops all others (openai_client.run_concurrently).
+        `prefix`: token ids sent before each text and not scored (stats_given_prefix)."""
+        head = [int(t) for t in prefix]
         seqs = [[int(t) for t in s] for s in ids]
         out: list[TokenStats | None] = [None] * len(seqs)
         if not seqs:
@@ -277,7 +298,7 @@ class OpenAIBackend:
 
         def one(i: int, stop: threading.Event) -> None:
             rng = random.Random(self.seed * 1_000_003 + i)  # jitter, reproducible
-            out[i] = self._stats(seqs[i], bool(truncated[i]), rng, stop)
+            out[i] = self._stats(seqs[i], bool(truncated[i]), rng, stop, head)
             with lock:
                 bar.update(len(seqs[i]))
 
@@ -288,15 +309,15 @@ class OpenAIBackend:
         return out  # type: ignore[return-value]
 
     def _stats(self, seq: list[int], truncated: bool, rng: random.Random,
-               stop: threading.Event | None) -> TokenStats:
+               stop: threading.Event | None, prefix: Sequence[int] = ()) -> TokenStats:
         nan = np.full(len(seq), np.nan, dtype=np.float32)
         if not seq:  # nothing to score (encode never gives one)
             return TokenStats(np.zeros(0, dtype=np.int64), nan, nan, nan.copy(), truncated)
-        prompt = [self.start_id, *seq]
+        prompt = [self.start_id, *prefix, *seq]
         payload = {"model": self.name, "prompt": prompt, "echo": True,
                    "logprobs": 1, "max_tokens": 1, "temperature": 0}
         answer = self.client.post(payload, rng, stop)
-        L = prompt_logprobs(answer, prompt, self.client.url, self.tokenizer)
+        L = prompt_logprobs(answer, prompt, self.client.url, self.tokenizer)[len(prefix):]
         return TokenStats(np.asarray(seq, dtype=np.int64), L, nan, nan.copy(), truncated)
 
     def decode(self, ids: Sequence[int]) -> str:

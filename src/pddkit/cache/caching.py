@@ -140,13 +140,35 @@ class CachingBackend:
         return {d: (self.hits.get(d, 0), self.misses.get(d, 0))
                 for d in dict.fromkeys([*self.hits, *self.misses])}
 
+    def prefix_fingerprint(self, prefix: Sequence[int]) -> str:
+        """What statistics given `prefix` are keyed by: this backend's key and the prefix's ids."""
+        from pddkit.cache.store import ids_digest
+
+        return text_key(self.fingerprint() + "given-prefix", [len(prefix)]) + ids_digest(prefix)
+
+    def context_limit(self) -> int | None:
+        return self.backend.context_limit()
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.backend.tokenize(text)
+
+    def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
+                           truncated: Sequence[bool], desc: str = "conditioned pass",
+                           compute=None) -> list[TokenStats]:
+        """TokenStats of each x given `prefix` (SPEC 3b), stored under the prefix's own key
+        (prefix_fingerprint): a rerun with the same shots computes nothing."""
+        compute = compute or (lambda i, t, d: self.backend.stats_given_prefix(prefix, i, t, desc=d))
+        return self.stats_for_ids(ids, truncated, desc=desc, compute=compute,
+                                  key=self.prefix_fingerprint(prefix))
+
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                      desc: str = "statistics", compute=None) -> list[TokenStats]:
+                      desc: str = "statistics", compute=None, key: str | None = None) -> list[TokenStats]:
         """TokenStats per id sequence, in order: stored ones read, the others computed and
         stored. Each carries the `truncated` flag given here. `compute(ids, truncated,
-        desc)` computes the misses elsewhere (the Ray executor); default: the backend."""
+        desc)` computes the misses elsewhere (the Ray executor); default: the backend.
+        `key`: what the entries are keyed by instead of the fingerprint (a prefix's)."""
         compute = compute or (lambda i, t, d: self.backend.stats_for_ids(i, t, desc=d))
-        fp = self.fingerprint()
+        fp = key or self.fingerprint()
         seqs = [list(s) for s in ids]
         flags = [bool(t) for t in truncated]
         keys = [text_key(fp, s) for s in seqs]

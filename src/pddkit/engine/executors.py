@@ -27,6 +27,11 @@ class Executor(Protocol):
         """TokenStats of token-id sequences under `backend`, in order (`infill`'s variants:
         ids, not texts; `names` name each in errors)."""
 
+    def conditioned_stats(self, backend: Backend, prefix: Sequence[int],
+                          ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                          names: Sequence[str], desc: str) -> list[TokenStats]:
+        """TokenStats of each x given `prefix` ([start] + P + x, x's positions: recall's shots)."""
+
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
                top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
                seeds: Sequence[int]):
@@ -49,6 +54,11 @@ class LocalExecutor:
     def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
                  names: Sequence[str], desc: str) -> list[TokenStats]:
         return backend.stats_for_ids(ids, truncated, desc=desc)
+
+    def conditioned_stats(self, backend: Backend, prefix: Sequence[int],
+                          ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                          names: Sequence[str], desc: str) -> list[TokenStats]:
+        return backend.stats_given_prefix(prefix, ids, truncated, desc=desc)
 
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
                top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,

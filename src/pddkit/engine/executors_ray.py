@@ -76,10 +76,13 @@ class StatsWorker:
         facts = getattr(backend, "facts", None)
         return backend.fingerprint(), (facts() if facts is not None else None)
 
-    def stats(self, seqs: list[list[int]]) -> list[tuple]:
+    def stats(self, seqs: list[list[int]], prefix: list[int] | None = None) -> list[tuple]:
         """(L, H, M2, top) of each sequence: one batch of the local pass (top: the argmax
-        ids, None from a backend that gives none)."""
-        out = self.backend().stats_for_ids(seqs, [False] * len(seqs), desc="ray actor")
+        ids, None from a backend that gives none); given `prefix` (recall's shots), its
+        conditioned pass, the prefix computed once for the batch."""
+        backend, flags = self.backend(), [False] * len(seqs)
+        out = (backend.stats_for_ids(seqs, flags, desc="ray actor") if prefix is None
+               else backend.stats_given_prefix(prefix, seqs, flags, desc="ray actor"))
         return [(st.L, st.H, st.M2, st.top) for st in out]
 
 
@@ -134,7 +137,7 @@ class _Pool:
         raise AssertionError("unreachable")
 
     def run(self, batches: list[list[list[int]]], labels: list[list[str]],
-            desc: str) -> Iterator[tuple[int, list]]:
+            desc: str, prefix: list[int] | None = None) -> Iterator[tuple[int, list]]:
         """(batch index, [(L, H, M2)] per sequence) as batches finish, in any order."""
         queue, idle = deque(range(len(batches))), list(range(len(self.actors)))
         pending: dict = {}  # object ref -> (actor slot, batch index)
@@ -142,7 +145,7 @@ class _Pool:
         while queue or pending:
             while queue and idle:
                 slot, b = idle.pop(0), queue.popleft()
-                pending[self.actors[slot].stats.remote(batches[b])] = (slot, b)
+                pending[self.actors[slot].stats.remote(batches[b], prefix)] = (slot, b)
             [ref], _ = self.ray.wait(list(pending), num_returns=1)
             slot, b = pending.pop(ref)
             try:
@@ -290,26 +293,33 @@ class RayExecutor:
         enc = backend.encode(texts, names, what=desc)
         return self.id_stats(backend, enc.ids, enc.truncated, names, desc)
 
+    def conditioned_stats(self, backend: Backend, prefix: Sequence[int],
+                          ids: Sequence[Sequence[int]], truncated: Sequence[bool],
+                          names: Sequence[str], desc: str) -> list[TokenStats]:
+        """TokenStats of each x given `prefix` (recall's shots) on the actors: each batch's
+        actor computes the prefix's key/value cache once for its batch."""
+        return self.id_stats(backend, ids, truncated, names, desc, prefix=[int(t) for t in prefix])
+
     def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                 names: Sequence[str], desc: str) -> list[TokenStats]:
+                 names: Sequence[str], desc: str, prefix: list[int] | None = None) -> list[TokenStats]:
         """TokenStats of token-id sequences (`infill`'s variants) under `backend`, in order:
         the pass token_stats runs after encoding, behind the cache when there is one."""
         self.prepare(backend)
         enc = Encoded(ids=[list(s) for s in ids], truncated=[bool(t) for t in truncated])
         store = getattr(backend, "store", None)
         if store is None:
-            stream = self._start(backend, enc.ids, list(names), desc)
+            stream = self._start(backend, enc.ids, list(names), desc, prefix)
             return [_stats(seq, stream.get(i), flag)
                     for i, (seq, flag) in enumerate(zip(enc.ids, enc.truncated))]
         # the statistics cache: only its misses go to the actors, in one pass, in the order
         # CachingBackend asks for them (longest first), so each chunk is stored as it arrives
         from pddkit.cache import text_key
 
-        fp = backend.fingerprint()
+        fp = backend.fingerprint() if prefix is None else backend.prefix_fingerprint(prefix)
         todo = [i for i, s in enumerate(enc.ids) if text_key(fp, list(s)) not in store]
         todo.sort(key=lambda i: -len(enc.ids[i]))
         misses = [list(enc.ids[i]) for i in todo]
-        stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc)
+        stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc, prefix)
                   if misses else None)
         done = 0
 
@@ -321,6 +331,9 @@ class RayExecutor:
             done += len(ids)
             return out
 
+        if prefix is not None:
+            return backend.stats_given_prefix(prefix, enc.ids, enc.truncated, desc=desc,
+                                              compute=compute)
         return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc, compute=compute)
 
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
@@ -362,7 +375,7 @@ class RayExecutor:
                        list(names))
 
     def _start(self, backend: Backend, ids: Sequence[Sequence[int]], labels: list[str],
-               desc: str) -> _Stream:
+               desc: str, prefix: list[int] | None = None) -> _Stream:
         """Start the pass over `ids` (`labels` name each sequence's text in errors)."""
         spec = getattr(backend, "spec", None)
         if spec is None:
@@ -379,7 +392,7 @@ class RayExecutor:
         logger.info("%s: %d texts in %d batches on %d Ray actor(s)", desc, len(ids), len(batches),
                     self.actors)
         rows = pool.run([[list(map(int, ids[i])) for i in batch] for batch in batches],
-                        [[labels[i] for i in batch] for batch in batches], desc)
+                        [[labels[i] for i in batch] for batch in batches], desc, prefix)
         return _Stream(rows, batches, bar, self.close)
 
 

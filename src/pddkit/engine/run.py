@@ -81,6 +81,11 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                 "metrics are computed")
         (logger.warning if dataset.meta.get("unlabelled_warn") else logger.info)(line)
         notices.append(line)
+    shots = None
+    if Need.SHOTS in plan.needs:  # drawn shots leave the evaluation before anything sees it
+        from pddkit.engine.shots_pass import shot_pool
+
+        dataset, shots = shot_pool(dataset, config, plan.calls)
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
@@ -94,7 +99,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     try:
         opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
-                              val_dataset, notices, opened)
+                              val_dataset, notices, opened, shots)
         cached = [b for b in opened if hasattr(b, "store")]
         if cached:  # texts per pass found in the cache / computed
             table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
@@ -146,7 +151,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
-                  test_idx, val_dataset, notices: list[str], opened: list[Backend]):
+                  test_idx, val_dataset, notices: list[str], opened: list[Backend], shots=None):
     """Load the backends as the passes need them and score: the ScoreTable."""
     t0 = time.perf_counter()
     executor = make_executor(config)
@@ -164,7 +169,7 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         executor=executor, load_backend=load,
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
-        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language)
+        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots)
     ctx.counts.update(dataset.counts())
     ctx.counts["label_leaks_left_out"] = {
         "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
@@ -237,8 +242,10 @@ def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, n
             continue
         if c.spec.grid is None:
             continue
-        padded = padded or Padded.of(table.target)
-        scores = c.spec.grid.scores(padded, table.log_freq)  # [N, G], no forward pass
+        if not c.spec.grid.per_text:
+            padded = padded or Padded.of(table.target)
+        scores = c.spec.grid.scores(padded, table.log_freq, table.observations,
+                                    c.params)  # [N, G], no forward pass
         out[c.label] = validate(c.spec.name, c.spec.grid.points(), scores, labels, val_idx,
                                 test_idx, config.n_bootstrap, config.seed)
     return out

@@ -30,6 +30,7 @@ class ScoreTable:
     timings: dict
     models: dict
     notices: tuple[str, ...]
+    observations: tuple[Observation, ...] = ()  # per text: what grids reading them need
 
 
 def observations(ctx: PassContext) -> list[Observation]:
@@ -90,4 +91,4 @@ def score(ctx: PassContext, plan: Plan) -> ScoreTable:
     return ScoreTable(calls=plan.calls, scores=scores, target=tuple(ctx.fields["target"]),
                       log_freq=ctx.fields.get("log_freq"), extras=dict(ctx.extras),
                       counts=ctx.counts, timings=ctx.timings, models=ctx.models,
-                      notices=tuple(ctx.notices))
+                      notices=tuple(ctx.notices), observations=tuple(obs))

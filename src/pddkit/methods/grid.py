@@ -49,6 +49,10 @@ class Grid:
 
     values: dict[str, tuple[float, ...]]
     fn: Callable[..., np.ndarray]
+    # True: `fn(observations, params, **values)` reads each text's whole Observation
+    # (conrecall's conditioned statistics) instead of the padded target statistics;
+    # `params` are the call's own hyperparameters (those the grid does not vary)
+    per_text: bool = False
 
     def __post_init__(self) -> None:
         if not self.values or not all(len(v) for v in self.values.values()):
@@ -60,8 +64,11 @@ class Grid:
         names = list(self.values)
         return [dict(zip(names, combo)) for combo in itertools.product(*self.values.values())]
 
-    def scores(self, P: Padded, log_freq: np.ndarray | None = None) -> np.ndarray:
+    def scores(self, P: Padded | None, log_freq: np.ndarray | None = None,
+               observations: Sequence | None = None, params: Mapping | None = None) -> np.ndarray:
         """[N, G] scores of every text at every grid point (no forward pass)."""
+        if self.per_text:
+            return self.fn(observations, dict(params or {}), **self.values)
         return self.fn(P, log_freq, **self.values)
 
 
