@@ -42,6 +42,11 @@ class Need(str, Enum):
     INFILL = "infilling passes"  # infill: one pass per position whose token is not the argmax
 
     @property
+    def with_article(self) -> str:
+        """"a reference model", "labelled shots" (plural needs take no article)."""
+        return self.value if self.value.endswith("s") else f"a {self.value}"
+
+    @property
     def parameter(self) -> str:
         """The parameter(s) that meet this need, as messages name them (the CLI shows flags)."""
         return {"lowercase pass": "", "reference model": "`ref_model`",
@@ -229,7 +234,7 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
                     continue  # runs only when named (pddkit list marks it)
                 if missing:
                     need = sorted(missing)[0]
-                    skip(f"skipping {spec.name}: it needs a {need.value} ({need.parameter})")
+                    skip(f"skipping {spec.name}: it needs {need.with_article} ({need.parameter})")
                 elif unmet(spec, capabilities):
                     skip(unmet(spec, capabilities))
                 elif unmet_text(spec, language):
@@ -246,7 +251,7 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
         missing = spec.needs - available
         if missing:
             need = sorted(missing)[0]
-            raise PddkitError(f"method {name} needs a {need.value}: pass {need.parameter}")
+            raise PddkitError(f"method {name} needs {need.with_article}: pass {need.parameter}")
         calls.append(MethodCall(spec, params))
     if not calls:
         why = f" ({skipped[-1]})" if len(skipped) == 1 else ""
