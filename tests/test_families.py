@@ -107,3 +107,22 @@ def test_infill_shares_each_texts_key_value_cache_and_equals_the_plain_pass(fami
         np.testing.assert_allclose(g.H, w.H, atol=2e-5)
         np.testing.assert_allclose(g.M2, w.M2, rtol=1e-4, atol=1e-4)
         np.testing.assert_array_equal(g.top, w.top)
+
+
+@pytest.mark.slow
+def test_recall_shares_the_prefix_cache_and_equals_the_plain_pass(family_lm):
+    """backends/prefix_pass.py: the shots' cache expanded across a batch of texts gives the
+    plain pass over [start] + P + x."""
+    from pddkit.backends.hf import HFBackend
+    from pddkit.backends.prefix_pass import plain_prefix_stats
+
+    backend = HFBackend(family_lm, batch_size=3)
+    texts = ["the cat sat on the mat", "a dog ran after the cat and the mat", "cats"]
+    enc = backend.encode(texts, ["a", "b", "c"])
+    prefix = backend.tokenize("some shot text. another shot here.")
+    got = backend.stats_given_prefix(prefix, enc.ids, enc.truncated)
+    assert backend._shared_prefix is True
+    want = plain_prefix_stats(backend.runner, prefix, enc.ids, enc.truncated)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.L, w.L, atol=2e-5)
+        np.testing.assert_allclose(g.H, w.H, atol=2e-5)
