@@ -66,33 +66,54 @@ def _plain_ll(lm, prefix_ids: list[int], ids: list[int]) -> float:
     return float(np.mean([logp[t, seq[t + 1]].item() for t in at]))
 
 
-def test_scores_recomputed_from_plain_forwards_with_a_prefix_cut_to_the_context(tiny, lm, tmp_path):
+def _kept(tok, shots: list[str], ids: list[int], limit: int) -> list[int]:
+    """SPEC 3b: ids of P after dropping whole shots from the front until [start] + P + x fits."""
+    for first in range(len(shots)):
+        p = tok("".join(shots[first:]), add_special_tokens=False)["input_ids"]
+        if 1 + len(p) + len(ids) <= limit:
+            return p
+    return []
+
+
+def test_scores_recomputed_from_plain_forwards_with_prefixes_cut_to_the_context(tiny, lm, tmp_path):
     texts, labels = _texts(12), [i % 2 for i in range(12)]
-    shots = _texts(8, seed=1)
-    prefix = _write(tmp_path / "shots.jsonl", [s + " " for s in shots], [1, 0] * 4)
+    texts[5] = " ".join(WORDS * 2)  # a long text: fewer shots fit before it
+    shots = [s + " " for s in _texts(8, seed=1)]
+    prefix = _write(tmp_path / "shots.jsonl", shots, [1, 0] * 4)
     res = _evaluate(tiny, texts, labels, "recall:shots=4,conrecall:shots=4,gamma=0.3",
-                    prefix_data=str(prefix), max_length=48)
-    rows = res.trail["shots.jsonl"]
-    kept = {role: [r["text"] for r in rows if r["role"] == role and r["method"] == "recall"]
-            for role in ("nonmember",)}
-    # the context forced trimming: fewer than 4 shots kept, the last ones, in order
-    assert 0 < len(kept["nonmember"]) < 4
-    assert kept["nonmember"] == [s + " " for s in shots[1::2]][4 - len(kept["nonmember"]):]
-    assert [r["order"] for r in rows if r["method"] == "recall"] == list(range(len(kept["nonmember"])))
-    assert res.counts["shots"]["prefixes"]["nonmember, shots=4"]["dropped"] == 4 - len(kept["nonmember"])
-    tok = lm.tokenizer
-    given = {}
-    for role in ("member", "nonmember"):
-        mine = [r["text"] for r in rows if r["role"] == role and r["method"].startswith("conrecall")]
-        given[role] = tok("".join(mine), add_special_tokens=False)["input_ids"]
-        assert 1 + len(given[role]) + max(len(tok(t, add_special_tokens=False)["input_ids"])
-                                          for t in texts) <= 48
+                    prefix_data=str(prefix), max_length=72)
+    tok, pool = lm.tokenizer, {"member": shots[0::2], "nonmember": shots[1::2]}
+    kept = {}
     for i, text in enumerate(texts):
         ids = tok(text, add_special_tokens=False)["input_ids"]
+        given = {role: _kept(tok, pool[role], ids, 72) for role in pool}
+        kept[i] = len(given["nonmember"])
         own = _plain_ll(lm, [], ids)
         nm, m = _plain_ll(lm, given["nonmember"], ids), _plain_ll(lm, given["member"], ids)
         assert res.scores()["recall"][i] == pytest.approx(nm / own, rel=1e-5)
         assert res.scores()["conrecall"][i] == pytest.approx((nm - 0.3 * m) / own, rel=1e-5)
+    by_kept = res.counts["shots"]["prefixes"]["nonmember, shots=4"]["texts_by_shots_kept"]
+    assert len(by_kept) > 1 and sum(by_kept.values()) == 12  # the context forced trimming
+    rows = [r for r in res.trail["shots.jsonl"] if r["method"] == "recall"]
+    assert [r["order"] for r in rows] == list(range(len(rows)))
+    assert [r["text"] for r in rows] == pool["nonmember"][4 - len(rows):]
+    assert rows[-1]["texts"] == 12 and rows[0]["texts"] < 12  # the last shot: every text's
+    assert any("shots were dropped from the front" in n for n in res.notices)
+
+
+def test_a_text_with_no_room_for_a_shot_is_counted_and_scored_with_an_empty_prefix(tiny, tmp_path):
+    texts, labels = _texts(8), [i % 2 for i in range(8)]
+    texts[2] = " ".join(WORDS * 4)  # ~100 tokens: cut to the 63 max_length allows
+    prefix = _write(tmp_path / "p.jsonl", [s + " " for s in _texts(4, seed=8)], [1, 0] * 2)
+    res = _evaluate(tiny, texts, labels, "recall:shots=2,conrecall:shots=2", prefix_data=str(prefix),
+                    max_length=64)
+    assert res.scores()["recall"][2] == 1.0
+    assert res.scores()["conrecall"][2] == pytest.approx(0.5)  # (LL - 0.5 LL) / LL
+    assert np.isfinite(res.scores()["recall"]).all() and (res.scores()["recall"] != 1.0).sum() == 7
+    assert res.counts["fallbacks"]["recall"] == {
+        "leave no room in the context for a single shot: scored with an empty prefix "
+        "(LL(x | P) = LL(x))": 1}
+    assert any(n.startswith("recall: 1 of 8 texts (12%) leave no room") for n in res.notices)
 
 
 def test_the_shared_prefix_cache_equals_the_plain_pass_and_any_batch(lm):
@@ -205,8 +226,8 @@ def test_bad_input_is_one_sentence(tiny, tmp_path):
     prefix = _write(tmp_path / "p.jsonl", _texts(4, seed=3), [1, 0, 1, 0])
     with pytest.raises(PddkitError, match="holds 2 nonmember shots; shots=3 needs 3"):
         _evaluate(tiny, texts, labels, "recall:shots=3", prefix_data=str(prefix))
-    with pytest.raises(PddkitError, match=r"no shot fits the context of 12 tokens: the longest "
-                                          r"text under test has 11 tokens and the shortest prefix "
+    with pytest.raises(PddkitError, match=r"no shot fits the context of 12 tokens: the shortest "
+                                          r"text under test has \d+ tokens and the shortest prefix "
                                           r"\(the last shot alone\) \d+"):
         _evaluate(tiny, texts, labels, "recall:shots=2", prefix_data=str(prefix), max_length=12)
 
@@ -272,7 +293,7 @@ def test_the_cli_writes_shots_jsonl(tiny, tmp_path):
     assert done.exit_code == 0, done.output
     rows = [json.loads(x) for x in (out / "shots.jsonl").read_text().splitlines()]
     assert {r["method"] for r in rows} == {"recall", "conrecall"}
-    assert all(set(r) == {"method", "role", "order", "text"} for r in rows)
+    assert all(set(r) == {"method", "role", "order", "text", "texts"} for r in rows)
     assert {(r["method"], r["role"]) for r in rows} == {
         ("recall", "nonmember"), ("conrecall", "member"), ("conrecall", "nonmember")}
     saved = json.loads((out / "results.json").read_text())

@@ -1,13 +1,16 @@
 """The provider of Need.SHOTS (SPEC 3b, `recall` / `conrecall`): one prefix per role and
-number of shots among the calls, trimmed to the context once per run, and each text's
+number of shots among the calls, trimmed to the context, and each text's
 statistics given it, the prefix's key/value cache computed once (executor
 `conditioned_stats`, through the statistics cache).
 
 P is the shots joined with no separator (the reference code's `"".join`), encoded whole
-(add_special_tokens=False). When [start] + P + the longest text under test exceeds the
-context (the model's, or `max_length`), whole shots are dropped from the front until it
-fits (the reference code's "keep the last shots that fit"); none fitting is one sentence
-with the lengths. shots.jsonl records, per call, the shots kept and their order in P."""
+(add_special_tokens=False). When [start] + P + a text exceeds the context (the model's, or
+`max_length`), whole shots are dropped from the front until it fits (the reference code's
+"keep the last shots that fit"), per text: the texts that keep the same shots share one
+prefix, computed once. A text with no room for even the last shot is scored by
+recall's fallback (counted); no text with room is one sentence with the lengths.
+shots.jsonl records, per call and role, the shots kept, their order in the longest prefix
+any text got, and how many texts' prefixes hold each."""
 
 from __future__ import annotations
 
@@ -43,19 +46,24 @@ def shot_pool(dataset, config, calls):
     return pool_for(dataset, wanted(calls), config.prefix_data, config.seed, config.on_invalid)
 
 
-def trim(backend, shots: tuple[str, ...], longest: int, what: str) -> tuple[int, list[int]]:
-    """(index of the first shot kept, ids of P from there on): whole shots dropped from the
-    front until [start] + P + the longest text fits the backend's context."""
+def trimmed(backend, shots: tuple[str, ...], lengths: list[int], what: str) -> list[tuple[int, list[int]]]:
+    """Per text (its length in tokens), (index of the first shot kept, ids of P from there
+    on): whole shots dropped from the front until [start] + P + the text fits the backend's
+    context; (len(shots), []) for a text with no room for the last shot alone. No text with
+    room for a shot is one sentence with the lengths."""
     limit = backend.context_limit()
-    for first in range(len(shots)):
-        ids = backend.tokenize("".join(shots[first:]))
-        if limit is None or 1 + len(ids) + longest <= limit:
-            return first, ids
-    last = len(backend.tokenize(shots[-1]))
-    raise PddkitError(f"{what}: no shot fits the context of {limit} tokens: the longest text "
-                      f"under test has {longest} tokens and the shortest prefix (the last shot "
-                      f"alone) {last}, with the start token; cut the texts shorter with "
-                      "`max_length`, or give shorter shots")
+    suffixes = [backend.tokenize("".join(shots[first:])) for first in range(len(shots))]
+    out = []
+    for n in lengths:
+        first = next((f for f, ids in enumerate(suffixes)
+                      if limit is None or 1 + len(ids) + n <= limit), len(shots))
+        out.append((first, suffixes[first] if first < len(shots) else []))
+    if all(first == len(shots) for first, _ in out):
+        raise PddkitError(f"{what}: no shot fits the context of {limit} tokens: the shortest text "
+                          f"under test has {min(lengths)} tokens and the shortest prefix (the "
+                          f"last shot alone) {len(suffixes[-1])}, with the start token; cut the "
+                          "texts shorter with `max_length`, or give shorter shots")
+    return out
 
 
 @provider(Need.SHOTS)
@@ -65,30 +73,45 @@ def shots_provider(ctx: PassContext) -> None:
         raise PddkitError("recall needs its shots (engine/run.py draws or loads them)")
     calls = [c for c in ctx.calls if Need.SHOTS in c.spec.needs]
     target = ctx.fields["target"]
-    longest = max(len(st) for st in target)
-    ids, flags = [st.ids.tolist() for st in target], [st.truncated for st in target]
+    lengths = [len(st) for st in target]
     keys = sorted({(role, int(c.params["shots"])) for c in calls for role in roles_of(c)})
     per_text: list[dict] = [{} for _ in target]
-    kept: dict[tuple, tuple[str, ...]] = {}
+    rows: dict[tuple, list[dict]] = {}
     prefixes = {}
     for role, k in keys:
         shots = pool.shots[role][:k]
-        first, prefix = trim(ctx.target, shots, longest, f"{role} shots (shots={k})")
-        kept[(role, k)] = shots[first:]
-        prefixes[f"{role}, shots={k}"] = {"kept": k - first, "dropped": first,
-                                          "prefix_tokens": len(prefix)}
-        if first:
-            line = (f"{role} shots (shots={k}): the first {first} of {k} dropped so that the "
-                    f"prefix and the longest text ({longest} tokens) fit the context")
+        cut = trimmed(ctx.target, shots, lengths, f"{role} shots (shots={k})")
+        groups: dict[int, list[int]] = {}
+        for i, (first, _) in enumerate(cut):
+            groups.setdefault(first, []).append(i)
+        for first, members in sorted(groups.items()):
+            if first == len(shots):  # no room for a shot: LL(x | P) is not defined (fallback)
+                for i in members:
+                    per_text[i][(role, k)] = None
+                continue
+            stats = ctx.executor.conditioned_stats(
+                ctx.target, cut[members[0]][1], [target[i].ids.tolist() for i in members],
+                [target[i].truncated for i in members], [ctx.names[i] for i in members],
+                f"conditioned pass ({role} shots)")
+            for i, st in zip(members, stats):
+                per_text[i][(role, k)] = st
+        most = min(groups)  # the longest prefix any text has
+        used = {j: sum(len(m) for f, m in groups.items() if f <= j < len(shots)) for j in range(k)}
+        rows[(role, k)] = [{"role": role, "order": j - most, "text": shots[j], "texts": used[j]}
+                           for j in range(most, k)]
+        prefixes[f"{role}, shots={k}"] = {
+            "texts_by_shots_kept": {str(k - f): len(m) for f, m in sorted(groups.items())},
+            "prefix_tokens": len(cut[groups[most][0]][1])}
+        trimmed_texts = sum(len(m) for f, m in groups.items() if f > 0)
+        if trimmed_texts:
+            line = (f"{role} shots (shots={k}): for {trimmed_texts} of {len(target)} texts whole "
+                    "shots were dropped from the front of the prefix so that prefix and text fit "
+                    f"the context (shots kept per text: "
+                    + ", ".join(f"{k - f} for {len(m)}" for f, m in sorted(groups.items())) + ")")
             logger.warning(line)
             ctx.notices.append(line)
-        stats = ctx.executor.conditioned_stats(ctx.target, prefix, ids, flags, ctx.names,
-                                               f"conditioned pass ({role} shots)")
-        for d, st in zip(per_text, stats):
-            d[(role, k)] = st
     ctx.fields["conditioned"] = per_text
     ctx.counts["shots"] = {**pool.counts(), "prefixes": prefixes}
     ctx.extras.setdefault("trail", {})["shots.jsonl"] = [
-        {"method": c.label, "role": role, "order": j, "text": text}
-        for c in calls for role in roles_of(c)
-        for j, text in enumerate(kept[(role, int(c.params["shots"]))])]
+        {"method": c.label, **row} for c in calls for role in roles_of(c)
+        for row in rows[(role, int(c.params["shots"]))]]

@@ -47,18 +47,30 @@ def _ll(st) -> float:
 
 
 def _given(obs: Observation, role: str, shots: int) -> float:
+    """LL(x | P); a text with no room in the context for a single shot (None) keeps its own
+    LL(x) (an empty prefix: counted by the fallbacks)."""
     cond = obs.conditioned
     if cond is None:
         raise PddkitError("recall needs the text's statistics given the shots")
-    return _ll(cond[(role, int(shots))])
+    st = cond[(role, int(shots))]
+    return _ll(obs.target if st is None else st)
 
 
 def _own(obs: Observation) -> float:
     return min(_ll(obs.target), -_TINY)
 
 
+def _no_room(obs: Observation, roles: tuple[str, ...], shots: int) -> bool:
+    return obs.conditioned is not None and any(
+        obs.conditioned[(role, int(shots))] is None for role in roles)
+
+
 def recall_fallback(obs: Observation, *, shots: int = 7) -> str | None:
-    """LL(x) = 0 (every token certain): the denominator is floored at -_TINY."""
+    """A text with no room in the context for the last shot alone: an empty prefix (score
+    1); LL(x) = 0 (every token certain): the denominator floored at -_TINY."""
+    if _no_room(obs, SHOT_ROLES["recall"], shots):
+        return ("leave no room in the context for a single shot: scored with an empty prefix "
+                "(LL(x | P) = LL(x))")
     return None if _ll(obs.target) < -_TINY else (
         f"have a mean log-probability of 0: the ratio's denominator is floored at -{_TINY:g}")
 
@@ -73,7 +85,11 @@ def conrecall_grid(observations, params, *, gamma) -> np.ndarray:
 
 
 def conrecall_fallback(obs: Observation, *, shots: int = 7, gamma: float = 0.5) -> str | None:
-    return recall_fallback(obs, shots=shots)
+    """As recall_fallback, for either prefix (member or non-member shots)."""
+    if _no_room(obs, SHOT_ROLES["conrecall"], shots):
+        return ("leave no room in the context for a single shot: scored with an empty prefix "
+                "(LL(x | P) = LL(x))")
+    return recall_fallback(obs, shots=shots) if _ll(obs.target) >= -_TINY else None
 
 
 @register_method("recall", needs=(Need.SHOTS,), paper="Xie et al. 2024", named_only=True,
