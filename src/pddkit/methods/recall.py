@@ -13,8 +13,10 @@ Where pddkit differs from the reference code (each a deliberate choice, SPEC 3b)
 - the shots never meet the evaluation: the reference ReCaLL and Con-ReCall code removes
   its shots (and as many texts of the other class) from WikiMIA as pddkit does; Nikkei's
   fast-mia draws them from the texts it evaluates and keeps scoring them, a label leak;
-- the prefix is trimmed once per run against the longest text under test (the reference
-  trims against the average text length, so long texts may overflow the context);
+- whole shots are dropped from the front per text, only for texts that need it (the
+  reference trims once against the average text length, so long texts may overflow the
+  context); texts keeping the same shots share one prefix, computed once; a text with no
+  room for the last shot alone is scored with an empty prefix (counted by the fallback);
 - nothing is inserted between prefix and text: the reference code inserts the target's
   own BOS token after the prefix for Llama tokenizers; pddkit feeds [start] + P + x;
 - LL(x | P) averages over the text's tokens only; the SoK benchmark's port averages over
