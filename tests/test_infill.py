@@ -317,3 +317,21 @@ def test_the_ray_engine_scores_infill_as_the_local_engine(tiny, made, tmp_path):
     assert local.counts["infill"]["shared_kv_cache"] and not far.counts["infill"]["shared_kv_cache"]
     for label, want in local.scores().items():
         np.testing.assert_allclose(far.scores()[label], want, rtol=1e-5, atol=1e-5)
+
+
+def test_variants_near_the_end_of_a_full_context_stay_inside_it(lm):
+    """A text filling the 64-token context: a batch mixing a variant at its last position
+    (one new token) with earlier ones pads the short row, whose positions must stay below 64."""
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine.infill_pass import variants
+
+    backend = HFBackend(lm, batch_size=8)
+    enc = backend.encode(["the quick brown fox jumps over the lazy dog " * 12], ["long"])
+    (base,) = backend.stats_for_ids(enc.ids, enc.truncated)
+    assert len(base) == 63  # cut to the context, start token included
+    rows = [(i, seq) for i, seq in variants(base.ids, base.top, 5) if i >= 55]
+    rows.append((62, [*base.ids[:62].tolist(), int(base.top[62])]))  # the last position itself
+    (got,) = backend.infill_stats([base], [rows])
+    want = backend.runner.run_ids([list(seq) for _, seq in rows])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.L, w.L, atol=2e-5)

@@ -65,7 +65,7 @@ def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence
             new[k, :len(f)] = torch.tensor(f)
             mask[k, :i] = 1
             mask[k, prefix:prefix + len(f)] = 1
-            pos[k] = i + torch.arange(W)
+            pos[k] = i + torch.arange(W).clamp(max=len(f) - 1)  # padding: never past the context
         past = None
         if prefix > 0:
             past = copy.deepcopy(cache)
