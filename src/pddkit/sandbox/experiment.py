@@ -235,8 +235,10 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
         datasets[w] = windows(evaluated, w, per_doc=cfg.windows_per_doc, seed=cfg.seed)
         ground_truth.write_windows(run_dir / f"window-{w}", datasets[w])
         if held:
+            # shots of the shortest window length: seven 128-word shots would leave no room
+            # in a 512-token context for the text after them
             pools[w] = ground_truth.write_windows(run_dir / f"window-{w}", shots.pool(
-                split, held, w, cfg.seed), name=shots.POOL)
+                split, held, min(cfg.windows), cfg.seed), name=shots.POOL)
     # checked from the files before any training; again for the summary at the end
     ground_truth.verify_run(out, run_dir, tokenizer_texts=not (cfg.tokenizer or cfg.base_model))
     logger.info("training the target model%s: %d members x %d repeats + %d background + %d "

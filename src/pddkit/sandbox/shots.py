@@ -5,8 +5,9 @@ documents, which no target model is trained on.
 
 `hold_out` picks the member documents (seeded), each sharing no run of 13 lower-cased words
 with any other member or non-member document, so that no shot overlaps an evaluated window
-(the leak guard of `prefix_data` would refuse it). `pool` cuts one window of the evaluated
-length from each held-out member and from as many reference-pool documents, written as
+(the leak guard of `prefix_data` would refuse it). `pool` cuts one window (of the shortest
+window length, so that several shots and the text fit the model's context) from each
+held-out member and from as many reference-pool documents, written as
 RUN/window-W/shots-pool.jsonl and passed as `prefix_data`; the ground-truth check
 (sandbox.ground_truth.verify_run) re-reads that file."""
 
