@@ -44,7 +44,8 @@ class Need(str, Enum):
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
-        return self.value if self.value.endswith("s") else f"a {self.value}"
+        plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes"}
+        return self.value if self.value in plural else f"a {self.value}"
 
     @property
     def parameter(self) -> str:
