@@ -112,7 +112,7 @@ def test_a_text_with_no_room_for_a_shot_is_counted_and_scored_with_an_empty_pref
     assert np.isfinite(res.scores()["recall"]).all() and (res.scores()["recall"] != 1.0).sum() == 7
     assert res.counts["fallbacks"]["recall"] == {
         "leave no room in the context for a single shot: scored with an empty prefix "
-        "(LL(x | P) = LL(x))": 1}
+        "(LL(x | P) = LL(x)); a smaller `max_length` leaves room": 1}
     assert any(n.startswith("recall: 1 of 8 texts (12%) leave no room") for n in res.notices)
 
 
@@ -153,7 +153,8 @@ def test_drawn_shots_and_as_many_of_the_other_class_are_never_scored(tiny):
     scored = {texts[int(i[1:])] for i in res.ids}
     assert len(shots) <= 4 and not set(shots) & scored  # kept after trimming: never scored
     assert res.counts["shots"]["left_out"] == {"shots": 4, "other_class": 4,
-                                              "sharing_a_run_with_a_shot": 0}
+                                              "sharing_a_run_with_a_shot": 0,
+                                              "same_document_as_a_shot": 0}
     assert len(res.ids) == 22 and sorted(res.labels).count(1) == 11  # 4 non-members, 4 members out
     assert res.counts["samples"] == 22 and res.counts["shots"]["source"] == "drawn"
     again = _evaluate(tiny, texts, labels, "loss,recall:shots=4", ids=[f"t{i}" for i in range(30)])
@@ -176,12 +177,27 @@ def test_a_text_sharing_a_13_word_run_with_a_drawn_shot_leaves_too():
     assert not any(shares_run(s.text, shot) for s in kept.samples for shot in shots)
     left = pool.left_out
     assert left["shots"] == 2 and left["other_class"] == 2
-    twins_left = {f"m{i}" for i in range(10) if any(runs[i] in shot for shot in shots)}
     out_other = {s.id for s in samples if s.label == 1} - {s.id for s in kept.samples}
-    assert twins_left <= out_other  # the shots' twins never stay
+    twins = {f"m{i}" for i in range(10) if any(runs[i] in shot for shot in shots)}
+    assert len(twins) == 2 and twins <= out_other  # the shots' twins never stay
+    # out of the members: the 2 drawn to balance the classes, then the twins not among them
+    assert left["sharing_a_run_with_a_shot"] == len(out_other) - 2 > 0  # seed 3: twins stayed
     assert len(kept.samples) == 20 - 4 - left["sharing_a_run_with_a_shot"]
-    assert left["sharing_a_run_with_a_shot"] == len(twins_left - (out_other - twins_left)) or \
-        len(out_other) == 2 + left["sharing_a_run_with_a_shot"]
+
+
+def test_the_other_texts_of_a_drawn_shots_document_leave_too():
+    from pddkit.data.samples import Sample, make_dataset
+    from pddkit.data.shots import draw
+
+    samples = [Sample(id=f"d{d}w{w}", text=" ".join(f"d{d}w{w}x{k}" for k in range(8)),
+                      label=d % 2, source=f"d{d}w{w}", group=f"d{d}")
+               for d in range(8) for w in range(3)]
+    kept, pool = draw(make_dataset("windows", samples, []), {"nonmember": 2}, seed=0)
+    shot_docs = {s.group for s in samples if s.text in pool.shots["nonmember"]}
+    assert len(shot_docs) <= 2 and not any(s.group in shot_docs for s in kept.samples)
+    assert pool.left_out["same_document_as_a_shot"] == sum(
+        s.group in shot_docs for s in samples) - 2 - sum(
+        s.group in shot_docs and s.label == 1 for s in samples)
 
 
 @pytest.mark.parametrize("how", ["equal", "13-word run"])
@@ -195,6 +211,17 @@ def test_prefix_data_overlapping_a_text_under_test_is_refused(tiny, tmp_path, ho
     with pytest.raises(PddkitError, match=r"p\.jsonl: the shot at .* (is|shares a 13-word run "
                                           r"with) text 3 .*under test.*leak"):
         _evaluate(tiny, texts, labels, "recall:shots=2", prefix_data=str(prefix))
+
+
+def test_a_shot_in_the_validation_data_is_refused(tiny, tmp_path):
+    texts, labels = _texts(10), [i % 2 for i in range(10)]
+    shots = _texts(4, seed=7)
+    prefix = _write(tmp_path / "p.jsonl", shots, [1, 0, 1, 0])
+    val = _write(tmp_path / "v.jsonl", [shots[1], *_texts(5, seed=11)], [0, 1, 0, 1, 0, 1])
+    with pytest.raises(PddkitError, match=r"nonmember shot 1 \(from .*p\.jsonl\) is .* of "
+                                          r"`val_data` .*leak into the choice of hyperparameters"):
+        _evaluate(tiny, texts, labels, "conrecall:shots=2", prefix_data=str(prefix),
+                  val_data=str(val))
 
 
 def test_unlabelled_data_needs_prefix_data_and_prefix_data_needs_labels(tiny, tmp_path):

@@ -84,6 +84,12 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
             from pddkit.errors import PddkitError
 
             raise PddkitError(f"{type(model).__name__} gives no key/value cache to sample with")
+        if not hasattr(cache, "batch_repeat_interleave"):  # a legacy tuple cache
+            from pddkit.errors import PddkitError
+
+            raise PddkitError(f"{type(model).__name__} returns a key/value cache pddkit cannot "
+                              "expand to several samples (a tuple, not a transformers Cache); "
+                              "samia cannot sample with it")
         cache.batch_repeat_interleave(n)  # the prompt's keys and values, once per row
         logits = out.logits[:, -1, :].float().expand(n, -1)
         done = torch.zeros(n, dtype=torch.bool, device=device)

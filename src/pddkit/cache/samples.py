@@ -1,7 +1,7 @@
 """Sampled continuations in the statistics cache directory (`samia`): one JSON line per
 prompt, keyed by the backend's cache fingerprint, the prompt, the sampling parameters and
-the seed, appended and flushed as soon as a prompt's continuations are known, so that a
-run killed while sampling resumes without sampling again what it finished. A line cut by
+the seed, appended and flushed after each chunk of prompts (CachingBackend.sample), so that
+a run killed while sampling resumes without sampling again the chunks it finished. A line cut by
 the kill (or otherwise unreadable) is skipped and counted; its prompt is sampled again."""
 
 from __future__ import annotations

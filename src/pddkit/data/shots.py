@@ -8,8 +8,8 @@ from the labelled data under evaluation. Drawn shots, and as many texts of the o
 score the rest), leave the evaluation: every method, the blind baseline and the validation
 split see the same texts; results.json counts them. A `prefix_data` shot equal to, or
 sharing a run of 13 lower-cased words with, a text under test is refused: its label would
-leak into that text's score. A text under test that shares such a run with a drawn shot
-leaves the evaluation too (counted).
+leak into that text's score. A text under test that shares such a run with a drawn shot,
+or comes from a shot's document (`group`), leaves the evaluation too (counted).
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ def from_table(table: Dataset, where: str, data: Dataset, wanted: dict[str, int]
 
 
 def draw(data: Dataset, wanted: dict[str, int], seed: int) -> tuple[Dataset, ShotPool]:
-    """(the data without the drawn shots, as many texts of the other class and the texts
-    sharing a 13-word run with a shot; the shots). Per role, `wanted[role]` shots drawn in
-    seeded order; each class then loses as many texts as the larger number of shots."""
+    """(the data without the drawn shots, as many texts of the other class, the texts
+    sharing a 13-word run with a shot and those of a shot's document; the shots). Per role,
+    `wanted[role]` shots drawn in seeded order; each class then loses as many texts as the
+    larger number of shots."""
     if not data.labelled:
         note = data.meta.get("unlabelled")
         raise PddkitError("recall and conrecall need labelled shots: give `prefix_data` (a "
@@ -104,16 +105,39 @@ def draw(data: Dataset, wanted: dict[str, int], seed: int) -> tuple[Dataset, Sho
     shot_texts = {normalise(data.samples[i].text) for i in shot_ids}
     overlap = {i for i, s in enumerate(data.samples) if i not in out
                and (normalise(s.text) in shot_texts or not ngram_hashes(s.text).isdisjoint(shot_grams))}
-    kept = tuple(s for i, s in enumerate(data.samples) if i not in out and i not in overlap)
+    # texts of a shot's document (`group`) would be scored after a prefix holding their own
+    # document: they leave too
+    groups = {data.samples[i].group for i in shot_ids} - {None}
+    siblings = {i for i, s in enumerate(data.samples)
+                if s.group in groups and i not in out and i not in overlap}
+    kept = tuple(s for i, s in enumerate(data.samples)
+                 if i not in out and i not in overlap and i not in siblings)
     if {s.label for s in kept} != {0, 1}:
         raise PddkitError(f"{data.name}: after leaving out the shots, the texts of the other "
                           "class and those sharing a 13-word run with a shot, one class has no "
                           "text left; give `prefix_data`")
     left = {"shots": len(shot_ids), "other_class": len(out) - len(shot_ids),
-            "sharing_a_run_with_a_shot": len(overlap)}
+            "sharing_a_run_with_a_shot": len(overlap), "same_document_as_a_shot": len(siblings)}
     pool = ShotPool({role: tuple(data.samples[i].text for i in chosen[role])
                      for role in ROLES if wanted.get(role)}, "drawn", data.name, left)
     return replace(data, samples=kept), pool
+
+
+def refuse_overlap(pool: ShotPool, data: Dataset, what: str) -> None:
+    """One sentence when a shot is, or shares a 13-word run with, a text of `data` (the
+    validation data: a text whose score its own shot raised would choose gamma)."""
+    under_test = {normalise(s.text): s for s in data.samples}
+    grams = _grams(data.samples)
+    for role, texts in pool.shots.items():
+        for j, text in enumerate(texts):
+            same = under_test.get(normalise(text))
+            hit = same or next((data.samples[grams[g]] for g in ngram_hashes(text) if g in grams),
+                               None)
+            if hit is not None:
+                how = "is" if same else f"shares a {N}-word run with"
+                raise PddkitError(f"{role} shot {j + 1} (from {pool.where}) {how} {hit.source} of "
+                                  f"{what}, whose label would leak into the choice of "
+                                  "hyperparameters; remove it from one of them")
 
 
 def pool_for(data: Dataset, wanted: dict[str, int], prefix_data: str | None, seed: int,

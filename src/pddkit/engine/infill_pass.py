@@ -100,8 +100,12 @@ def infill_provider(ctx: PassContext) -> None:
     n_texts = max(len(target), 1)
     n_variants = sum(len(m) for m in per_text)
     tokens = int(sum(len(s) for s in flat))
-    shared = bool(getattr(getattr(ctx.target, "backend", ctx.target), "_shared_cache", False))
-    if shared:  # per text: its prefix once, then each variant's window (infill_windows.py)
+    inner = getattr(ctx.target, "backend", ctx.target)
+    shared = (getattr(inner, "_shared_cache", False)
+              if ctx.executor.name == "local" and hasattr(inner, "infill_stats") else False)
+    if shared is None:  # every variant came from the statistics cache: nothing ran
+        run = 0
+    elif shared:  # per text: its prefix once, then each variant's window (infill_windows.py)
         run = sum(max(i for i, _ in mine) + sum(len(flat[k]) - i for i, k in mine)
                   for mine in per_text if mine)
     else:
@@ -109,7 +113,7 @@ def infill_provider(ctx: PassContext) -> None:
     ctx.counts["infill"] = {
         "lookahead": ahead, "variants": n_variants, "distinct_variants": len(flat),
         "tokens": tokens, "variants_per_text": round(n_variants / n_texts, 2),
-        "tokens_per_text": round(tokens / n_texts, 2), "shared_kv_cache": shared,
+        "tokens_per_text": round(tokens / n_texts, 2), "shared_kv_cache": shared,  # None: cached
         "tokens_run": int(run), "tokens_run_per_text": round(run / n_texts, 2),
         "target_tokens_per_text": round(sum(len(s) for s in target) / n_texts, 2)}
     logger.info("infilling pass: %d variants (%.1f per text) of %d texts, %d tokens scored "

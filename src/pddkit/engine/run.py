@@ -92,6 +92,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 
         val_dataset = without_overlap(val_dataset, dataset, f"`val_data` {val_dataset.name}",
                                       config.on_invalid)
+        if shots is not None:  # a shot in the validation data would choose gamma on itself
+            from pddkit.data.shots import refuse_overlap
+
+            refuse_overlap(shots, val_dataset, f"`val_data` {val_dataset.name}")
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
     # the blind baseline needs no model: it runs on an idle core while the model loads and runs
     blind = (BlindJob.start(dataset, config, test_idx, model_given=model is not None)

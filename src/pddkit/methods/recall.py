@@ -5,7 +5,8 @@ Decoding", COLING 2025; WangCheng0116/CON-RECALL `run.py`): how much a prefix of
 non-member shots (and, for Con-ReCall, member shots) changes the text's log-likelihood.
 
 Cost per text: one extra pass over its tokens per prefix (recall: one; conrecall: two),
-the prefix's key/value cache computed once per run and shared by every text
+each prefix's key/value cache computed once (per group of texts keeping the same shots)
+and shared by the texts
 (backends/prefix_pass.py). The shots: data/shots.py; the prefix and its trimming to the
 context: engine/shots_pass.py.
 
@@ -72,7 +73,7 @@ def recall_fallback(obs: Observation, *, shots: int = 7) -> str | None:
     1); LL(x) = 0 (every token certain): the denominator floored at -_TINY."""
     if _no_room(obs, SHOT_ROLES["recall"], shots):
         return ("leave no room in the context for a single shot: scored with an empty prefix "
-                "(LL(x | P) = LL(x))")
+                "(LL(x | P) = LL(x)); a smaller `max_length` leaves room")
     return None if _ll(obs.target) < -_TINY else (
         f"have a mean log-probability of 0: the ratio's denominator is floored at -{_TINY:g}")
 
@@ -90,7 +91,7 @@ def conrecall_fallback(obs: Observation, *, shots: int = 7, gamma: float = 0.5) 
     """As recall_fallback, for either prefix (member or non-member shots)."""
     if _no_room(obs, SHOT_ROLES["conrecall"], shots):
         return ("leave no room in the context for a single shot: scored with an empty prefix "
-                "(LL(x | P) = LL(x))")
+                "(LL(x | P) = LL(x)); a smaller `max_length` leaves room")
     return recall_fallback(obs, shots=shots) if _ll(obs.target) >= -_TINY else None
 
 
