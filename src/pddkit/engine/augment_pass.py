@@ -5,7 +5,7 @@ any other text), and the copies written to augmentations.jsonl beside scores.jso
 
 from __future__ import annotations
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.passes import PassContext, provider, text_sets_stats
 from pddkit.methods.base import Need
 
 
@@ -26,19 +26,9 @@ def augment_provider(ctx: PassContext) -> None:
     seed = ctx.config.seed
     sets = {key: [augment(span, n, key.swap, seed) for span in ctx.spans]
             for key, n in wanted.items()}
-    unique: dict[str, str] = {}  # copy -> its name in errors; each scored once, all sets
-    for key, per_text in sets.items():
-        for name, copies in zip(ctx.names, per_text):
-            for t in copies:
-                unique.setdefault(t, f"an augmented copy of {name} ({key.label()})")
-    flat = list(unique)
-    stats = ctx.stats(ctx.target, flat, list(unique.values()), "augmentation pass")
-    ctx.counts["truncated"]["augmentations"] = sum(s.truncated for s in stats)
-    ctx.counts["augmented_texts"] = len(flat)
-    by_text = dict(zip(flat, stats))
-    ctx.fields["augmented"] = [{key: tuple(by_text[t] for t in per_text[i])
-                                for key, per_text in sets.items()}
-                               for i in range(len(ctx.texts))]
+    fields, n, cut = text_sets_stats(ctx, sets, "an augmented copy of", "augmentation pass")
+    ctx.fields["augmented"], ctx.counts["augmented_texts"] = fields, n
+    ctx.counts["truncated"]["augmentations"] = cut
     rows = [{"id": ctx.ids[i], "method": c.label,
              "texts": list(sets[AugmentParams.of(c.params)][i][:int(c.params["n_aug"])])}
             for c in calls for i in range(len(ctx.texts))]

@@ -192,20 +192,27 @@ def neighbor_pass(ctx: PassContext) -> None:
                     f"per text; n_neighbors={n} uses those")
             logger.warning(line)
             ctx.notices.append(line)
-    unique: dict[str, str] = {}  # neighbour text -> its name; each scored once, all sets
-    for params, per_text in sets.texts.items():
-        for n, nbs in zip(ctx.names, per_text):
-            for t in nbs:
-                unique.setdefault(t, f"a neighbour of {n} ({params.label()})")
-    flat = list(unique)
-    stats = ctx.stats(ctx.target, flat, list(unique.values()), "neighbour pass")
-    ctx.counts["truncated"]["neighbors"] = sum(s.truncated for s in stats)
-    ctx.counts["neighbor_texts"] = len(flat)
-    by_text = dict(zip(flat, stats))
-    ctx.fields["neighbors"] = [{params: tuple(by_text[t] for t in per_text[i])
-                                for params, per_text in sets.texts.items()}
-                               for i in range(len(ctx.texts))]
+    ctx.fields["neighbors"], ctx.counts["neighbor_texts"], ctx.counts["truncated"]["neighbors"] = \
+        text_sets_stats(ctx, sets.texts, "a neighbour of", "neighbour pass")
     ctx.extras["neighbor_sets"] = sets
+
+
+def text_sets_stats(ctx: PassContext, sets: dict, what: str, desc: str):
+    """(per text {key: its texts' TokenStats}, distinct texts, of them truncated) for
+    `sets` (key -> per text, a tuple of texts: neighbours, pac's copies): every distinct text
+    of every set scored once, in one batched pass of the target; `what` names them in
+    errors ("a neighbour of")."""
+    unique: dict[str, str] = {}  # text -> its name in errors
+    for key, per_text in sets.items():
+        for name, texts in zip(ctx.names, per_text):
+            for t in texts:
+                unique.setdefault(t, f"{what} {name} ({key.label()})")
+    flat = list(unique)
+    stats = ctx.stats(ctx.target, flat, list(unique.values()), desc)
+    by_text = dict(zip(flat, stats))
+    fields = [{key: tuple(by_text[t] for t in per_text[i]) for key, per_text in sets.items()}
+              for i in range(len(ctx.texts))]
+    return fields, len(flat), sum(st.truncated for st in stats)
 
 
 @provider(Need.PROBE)
