@@ -145,7 +145,8 @@ class _Pool:
         while queue or pending:
             while queue and idle:
                 slot, b = idle.pop(0), queue.popleft()
-                pending[self.actors[slot].stats.remote(batches[b], prefix)] = (slot, b)
+                extra = () if prefix is None else (prefix,)  # a worker may take batches only
+                pending[self.actors[slot].stats.remote(batches[b], *extra)] = (slot, b)
             [ref], _ = self.ray.wait(list(pending), num_returns=1)
             slot, b = pending.pop(ref)
             try:
