@@ -30,49 +30,23 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-
-SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 
 def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
-    """(model folder, texts, prefix data)."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    """(model folder, texts, prefix data): run_overhead.py's model and paragraphs, n + 14 of
+    them, the last 14 as labelled shots (7 member, 7 non-member)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from run_overhead import setup as model_and_texts
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
-    from pddkit.sandbox.training import gpt2_tokenizer
-
-    tok = gpt2_tokenizer(SHARED / "tokenizers" / "gpt2")
-    torch.manual_seed(0)
-    model_dir = root / "gpt2-small-random"
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(tok))).save_pretrained(model_dir)
-    tok.save_pretrained(model_dir)
-    texts: list[str] = []
-    for f in sorted((SHARED / "corpora" / "gutenberg").rglob("*.txt")):
-        for p in paragraphs(strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")), 100):
-            texts.append(" ".join(p.split()[:100]))
-        if len(texts) >= n + 14:
-            break
+    model_dir, rows, _ = model_and_texts(root, n + 14)
+    lines = rows.read_text().splitlines()
     data, prefix = root / "texts.jsonl", root / "shots.jsonl"
-    data.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
-                            for i, t in enumerate(texts[:n])))
-    prefix.write_text("".join(json.dumps({"text": t, "label": i % 2}) + "\n"
-                              for i, t in enumerate(texts[n:n + 14])))
+    data.write_text("".join(x + "\n" for x in lines[:n]))
+    prefix.write_text("".join(x + "\n" for x in lines[n:n + 14]))
     return model_dir, data, prefix
-
-
-def timed(cmd: list[str], env: dict) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if done.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - t0
 
 
 def main() -> None:
@@ -97,6 +71,8 @@ def main() -> None:
 
         for name in args.methods.split(","):
             pairs = []
+            from run_overhead import timed
+
             for i in range(args.repeats):  # alternating, so that both see the same noise
                 base = timed(run("loss", f"loss-{name}-{i}"), env)
                 pairs.append((base, timed(run(spell.get(name, name), f"{name}-{i}"), env)))
