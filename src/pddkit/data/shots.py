@@ -51,20 +51,30 @@ def _grams(samples) -> dict[int, int]:
     return out
 
 
+def _overlaps(texts, data: Dataset):
+    """(index in `texts`, "is" or "shares a 13-word run with", the sample of `data` hit) for
+    the first text equal to, or sharing a 13-word run with, a text of `data`; None if none."""
+    under_test = {normalise(s.text): s for s in data.samples}
+    grams = _grams(data.samples)
+    for j, text in enumerate(texts):
+        same = under_test.get(normalise(text))
+        hit = same or next((data.samples[grams[g]] for g in ngram_hashes(text) if g in grams), None)
+        if hit is not None:
+            return j, "is" if same else f"shares a {N}-word run with", hit
+    return None
+
+
 def from_table(table: Dataset, where: str, data: Dataset, wanted: dict[str, int]) -> ShotPool:
     """The first `wanted[role]` shots of each label of `table` (the `prefix_data` file
     `where`), refused when one is, or shares a 13-word run with, a text of `data`."""
     if not table.labelled:
         raise PddkitError(f"`prefix_data` {where} has no labels: they say which shots are members")
-    under_test = {normalise(s.text): s for s in data.samples}
-    grams = _grams(data.samples)
-    for s in table.samples:
-        same = under_test.get(normalise(s.text))
-        hit = same or next((data.samples[grams[g]] for g in ngram_hashes(s.text) if g in grams), None)
-        if hit is not None:
-            how = "is" if same else f"shares a {N}-word run with"
-            raise PddkitError(f"`prefix_data` {where}: the shot at {s.source} {how} {hit.source} "
-                              "under test, whose label would leak into its score; remove it")
+    found = _overlaps([s.text for s in table.samples], data)
+    if found is not None:
+        j, how, hit = found
+        raise PddkitError(f"`prefix_data` {where}: the shot at {table.samples[j].source} {how} "
+                          f"{hit.source} under test, whose label would leak into its score; "
+                          "remove it")
     shots = {}
     for role, k in wanted.items():
         have = [s.text for s in table.samples if s.label == LABEL[role]]
@@ -126,18 +136,13 @@ def draw(data: Dataset, wanted: dict[str, int], seed: int) -> tuple[Dataset, Sho
 def refuse_overlap(pool: ShotPool, data: Dataset, what: str) -> None:
     """One sentence when a shot is, or shares a 13-word run with, a text of `data` (the
     validation data: a text whose score its own shot raised would choose gamma)."""
-    under_test = {normalise(s.text): s for s in data.samples}
-    grams = _grams(data.samples)
     for role, texts in pool.shots.items():
-        for j, text in enumerate(texts):
-            same = under_test.get(normalise(text))
-            hit = same or next((data.samples[grams[g]] for g in ngram_hashes(text) if g in grams),
-                               None)
-            if hit is not None:
-                how = "is" if same else f"shares a {N}-word run with"
-                raise PddkitError(f"{role} shot {j + 1} (from {pool.where}) {how} {hit.source} of "
-                                  f"{what}, whose label would leak into the choice of "
-                                  "hyperparameters; remove it from one of them")
+        found = _overlaps(texts, data)
+        if found is not None:
+            j, how, hit = found
+            raise PddkitError(f"{role} shot {j + 1} (from {pool.where}) {how} {hit.source} of "
+                              f"{what}, whose label would leak into the choice of "
+                              "hyperparameters; remove it from one of them")
 
 
 def pool_for(data: Dataset, wanted: dict[str, int], prefix_data: str | None, seed: int,

@@ -37,6 +37,9 @@ from pddkit.stats import Observation
 # and number of shots)
 SHOT_ROLES = {"recall": ("nonmember",), "conrecall": ("member", "nonmember")}
 _TINY = 1e-12  # LL(x) of a text whose every token had probability 1
+NO_ROOM = ("leave no room in the context for a single shot: scored with an empty prefix "
+           "(LL(x | P) = LL(x)); a smaller `max_length` leaves room")
+ZERO_LL = f"have a mean log-probability of 0: the ratio's denominator is floored at -{_TINY:g}"
 GAMMA_GRID = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
@@ -72,10 +75,8 @@ def recall_fallback(obs: Observation, *, shots: int = 7) -> str | None:
     """A text with no room in the context for the last shot alone: an empty prefix (score
     1); LL(x) = 0 (every token certain): the denominator floored at -_TINY."""
     if _no_room(obs, SHOT_ROLES["recall"], shots):
-        return ("leave no room in the context for a single shot: scored with an empty prefix "
-                "(LL(x | P) = LL(x)); a smaller `max_length` leaves room")
-    return None if _ll(obs.target) < -_TINY else (
-        f"have a mean log-probability of 0: the ratio's denominator is floored at -{_TINY:g}")
+        return NO_ROOM
+    return None if _ll(obs.target) < -_TINY else ZERO_LL
 
 
 def conrecall_grid(observations, params, *, gamma) -> np.ndarray:
@@ -90,9 +91,8 @@ def conrecall_grid(observations, params, *, gamma) -> np.ndarray:
 def conrecall_fallback(obs: Observation, *, shots: int = 7, gamma: float = 0.5) -> str | None:
     """As recall_fallback, for either prefix (member or non-member shots)."""
     if _no_room(obs, SHOT_ROLES["conrecall"], shots):
-        return ("leave no room in the context for a single shot: scored with an empty prefix "
-                "(LL(x | P) = LL(x)); a smaller `max_length` leaves room")
-    return recall_fallback(obs, shots=shots) if _ll(obs.target) >= -_TINY else None
+        return NO_ROOM
+    return None if _ll(obs.target) < -_TINY else ZERO_LL
 
 
 @register_method("recall", needs=(Need.SHOTS,), paper="Xie et al. 2024", named_only=True,
