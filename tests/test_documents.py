@@ -65,3 +65,33 @@ def test_share_needs_both_classes_in_each_half():
     docs = group_documents(["a", "b", "c"], [1, 0, 1])  # one non-member document
     with pytest.raises(PddkitError, match="only one class"):
         share_level(np.array([1.0, 0.0, 2.0]), [1, 0, 1], docs, seed=0)
+
+
+def _docs(*texts, labels=None):
+    from pddkit.data.samples import Sample, make_dataset
+
+    labels = labels or [1] * len(texts)
+    return make_dataset("docs", [Sample(id=f"d{i}", text=t, label=y, source=f"line {i + 1}")
+                                 for i, (t, y) in enumerate(zip(texts, labels))], [])
+
+
+def test_split_words_verbatim_consecutive_and_counted():
+    from pddkit.data.split_words import split_documents
+
+    long = "One  two\nthree four.\n\nfive six seven eight nine"
+    out = split_documents(_docs(long, "too short", labels=[1, 0]), 3)
+    assert [s.text for s in out.samples] == ["One  two\nthree", "four.\n\nfive six",
+                                            "seven eight nine"]
+    assert {s.group for s in out.samples} == {"d0"} and out.samples[0].id == "d0@0"
+    assert all(s.text in long and s.label == 1 for s in out.samples)
+    assert out.meta["split_words"]["documents_too_short"] == 1
+    assert "line 2" in out.skipped[0].source
+    assert len(split_documents(_docs(long), 3, max_texts=2).samples) == 2
+    assert split_documents(_docs(long), 4).meta["split_words"]["trailing_words_dropped"] == 1
+
+
+def test_split_words_zero_is_one_sentence():
+    from pddkit.data.split_words import split_documents
+
+    with pytest.raises(PddkitError, match="at least 1 word"):
+        split_documents(_docs("a b c"), 0)
