@@ -107,3 +107,38 @@ def share_level(scores: np.ndarray, labels: Sequence[int], docs: Documents,
     on = calib[docs.index]  # [N] texts of calibration documents
     tau = share_threshold(scores[on], np.asarray(labels)[on])
     return share_scores(scores, docs, tau), calib, tau
+
+
+def texts_per_document_steps(largest: int) -> list[int]:
+    """1, 2, 4, ... below `largest`, then `largest` (the SoK's x axis)."""
+    steps, k = [], 1
+    while k < largest:
+        steps.append(k)
+        k *= 2
+    return [*steps, largest]
+
+
+def subsample(docs: Documents, k: int, seed: int) -> np.ndarray:
+    """[N] bool: a seeded random min(k, size) of each document's texts."""
+    rng = np.random.default_rng([seed, k])
+    keep = np.zeros(len(docs.index), dtype=bool)
+    for d in range(len(docs.names)):
+        texts = np.flatnonzero(docs.index == d)
+        keep[rng.permutation(texts)[:k]] = True
+    return keep
+
+
+def mean_curve(scores: np.ndarray, docs: Documents, evaluated: np.ndarray,
+               seed: int) -> list[tuple[int, float]]:
+    """(k, document AUC of the mean over k texts per document) for each step k, over the
+    `evaluated` documents ([D] bool)."""
+    from pddkit.evaluation.metrics import compute_metrics
+
+    out = []
+    for k in texts_per_document_steps(int(docs.sizes.max())):
+        keep = subsample(docs, k, seed)
+        sub = Documents(docs.names, docs.labels, docs.index[keep])
+        doc_scores = mean_scores(scores[keep], sub)
+        m = compute_metrics(doc_scores[evaluated], docs.labels[evaluated], n_bootstrap=0)
+        out.append((k, m.auc))
+    return out
