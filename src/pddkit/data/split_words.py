@@ -25,9 +25,9 @@ def split_documents(dataset: Dataset, words: int, max_texts: int | None = None) 
     """`dataset` with each document replaced by its consecutive `words`-word texts;
     `meta["split_words"]` counts documents, texts, skipped documents and dropped words."""
     if words < 1:
-        raise PddkitError(f"`split_words` must be at least 1 word, not {words}")
+        raise PddkitError(f"texts of {words} words: the words per text must be at least 1")
     if max_texts is not None and max_texts < 1:
-        raise PddkitError(f"`max_texts` must be at least 1, not {max_texts}")
+        raise PddkitError(f"at most {max_texts} texts per document: the limit must be at least 1")
     samples: list[Sample] = []
     skipped = list(dataset.skipped)
     short = dropped = 0

@@ -44,7 +44,7 @@ def group_documents(groups: Sequence[str | None], labels: Sequence[int]) -> Docu
     and for a group holding both labels."""
     missing = sum(g is None for g in groups)
     if missing:
-        raise PddkitError(f"document level needs a document id (`group`) for every text; "
+        raise PddkitError(f"document level needs a document id (the group column) for every text; "
                           f"{missing} of {len(groups)} texts have none")
     names: dict[str, int] = {}
     index = np.fromiter((names.setdefault(str(g), len(names)) for g in groups), dtype=np.int64,
@@ -103,7 +103,8 @@ def share_level(scores: np.ndarray, labels: Sequence[int], docs: Documents,
     for name, mask in (("calibration", calib), ("evaluation", ~calib)):
         if len(np.unique(docs.labels[mask])) < 2:
             raise PddkitError(f"the {name} half of the documents has only one class: "
-                              "`share` needs at least 2 member and 2 non-member documents")
+                              "the share of texts above a threshold needs at least 2 member "
+                              "and 2 non-member documents")
     on = calib[docs.index]  # [N] texts of calibration documents
     tau = share_threshold(scores[on], np.asarray(labels)[on])
     return share_scores(scores, docs, tau), calib, tau
