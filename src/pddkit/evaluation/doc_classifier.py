@@ -5,8 +5,11 @@ Per-token values log p(token) - log freq(token) (their token-frequency normalisa
 feature vector per document (a histogram over fixed, label-free edges taken from all
 documents' values, or aggregate statistics), a random forest cross-validated by document:
 each document is scored only by the forest of the fold it was held out of.
-Differences from their code: edges from all documents' values (quantiles), token
-frequencies counted over all texts under test with add-one smoothing when no table is given.
+Choices of pddkit, not yet checked against the authors' code (src/meta_classifier.py,
+src/feature_extraction.py of computationalprivacy/document-level-membership-inference):
+histogram edges are quantiles of all documents' values (label-free); token frequencies are
+counted over all texts under test with add-one smoothing when no table is given; 500 trees
+and sklearn's other forest defaults; the percentiles of the `stats` features.
 """
 
 from __future__ import annotations

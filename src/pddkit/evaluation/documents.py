@@ -50,13 +50,10 @@ def group_documents(groups: Sequence[str | None], labels: Sequence[int]) -> Docu
     index = np.fromiter((names.setdefault(str(g), len(names)) for g in groups), dtype=np.int64,
                         count=len(groups))
     y = np.asarray(labels, dtype=np.int64)
-    doc_labels = np.full(len(names), -1, dtype=np.int64)
-    mixed: list[str] = []
-    for name, d in names.items():
-        seen = np.unique(y[index == d])
-        if len(seen) > 1:
-            mixed.append(name)
-        doc_labels[d] = seen[0]
+    sizes = np.bincount(index, minlength=len(names))  # [D]
+    ones = np.bincount(index, weights=y, minlength=len(names))  # [D] member texts
+    mixed = [n for n, d in names.items() if 0 < ones[d] < sizes[d]]
+    doc_labels = (ones > 0).astype(np.int64)  # [D]
     if mixed:
         raise PddkitError(f"document {mixed[0]!r} holds both member and non-member texts "
                           f"({len(mixed)} such documents); a document's texts share its label")
@@ -121,11 +118,11 @@ def texts_per_document_steps(largest: int) -> list[int]:
 
 def subsample(docs: Documents, k: int, seed: int) -> np.ndarray:
     """[N] bool: a seeded random min(k, size) of each document's texts."""
-    rng = np.random.default_rng([seed, k])
+    key = np.random.default_rng([seed, k]).random(len(docs.index))  # [N]
+    order = np.lexsort((key, docs.index))  # texts by document, then by random key
+    starts = np.searchsorted(docs.index[order], docs.index[order])  # [N] first slot of its document
     keep = np.zeros(len(docs.index), dtype=bool)
-    for d in range(len(docs.names)):
-        texts = np.flatnonzero(docs.index == d)
-        keep[rng.permutation(texts)[:k]] = True
+    keep[order[np.arange(len(order)) - starts < k]] = True
     return keep
 
 
