@@ -51,7 +51,7 @@ def load_benchmark(spec: str, data_dir: str | Path | None = None, on_invalid: st
 
 def _load_all() -> None:
     """Import every benchmark module (each registers itself)."""
-    from pddkit.data.benchmarks import arxivmia, bookmia, mimir, wikimia  # noqa: F401
+    from pddkit.data.benchmarks import arxivmia, bookmia, copyright_traps, mimir, wikimia  # noqa: F401
 
 
 _load_all()
