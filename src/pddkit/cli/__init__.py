@@ -13,6 +13,7 @@ from pddkit.cli import (  # noqa: F401  (register)
     report,
     run,
     sandbox,
+    traps,
 )
 from pddkit.cli.app import cli, main
 

@@ -1,4 +1,4 @@
-"""The case studies' command-line flags (`pddkit infer`, `audit`, `compare`), beside
+"""The case studies' command-line flags (`pddkit infer`, `audit`, `compare`, `traps`), beside
 cli/options.py, which spells all the others and keeps the parameter -> flag table (FLAGS)
 that these lists join."""
 
@@ -121,3 +121,24 @@ COMPARE_OPTIONS = [
     *MODEL_OPTIONS,
 ]
 FLAGS.update(_flag_table(COMPARE_OPTIONS))  # COMPARE_OPTIONS' parameters too (checked against the rest)
+
+
+# `pddkit traps generate | inject | detect` (Meeus et al. 2024, copyright traps)
+TRAPS_DETECT_OPTIONS = [
+    click.option("--model", required=True, help="Target model: local directory or hub id."),
+    click.option("--ref-model", default=None,
+        help="Reference model for `ref`, the paper's method (target / reference perplexity)."),
+    click.option("--traps", required=True, type=click.Path(),
+        help="Trap folder written by `pddkit traps inject` (traps.jsonl, trap-info.jsonl)."),
+    click.option("--methods", default="all", show_default=True,
+        help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
+    click.option("--freq", type=click.Path(), default=None,
+        help="Frequency table for `dcpdd` (from `pddkit freq build`)."),
+    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
+        help="Bootstrap resamples for the confidence intervals."),
+    *STUDY_OUTPUT_OPTIONS,
+    *STUDY_ENGINE_OPTIONS,
+    *MODEL_OPTIONS,
+    click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+]
+FLAGS.update(_flag_table(TRAPS_DETECT_OPTIONS))

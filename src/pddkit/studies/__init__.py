@@ -34,6 +34,7 @@ def _load_all() -> None:
     """Import every study module (each registers itself). The contamination simulation is
     part of the sandbox (`pddkit sandbox --contaminate`), not a study of its own."""
     from pddkit.studies import audit, compare, infer  # noqa: F401
+    from pddkit.studies.traps import detect  # noqa: F401
 
 
 STUDIES.set_loader(_load_all)

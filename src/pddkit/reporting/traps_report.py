@@ -1,0 +1,189 @@
+"""The copyright-traps detection tables and report (`pddkit traps detect`; Meeus et al.
+2024, "Copyright Traps for Large Language Models", Table 2 and Figure 3), built from
+results.json alone, so a copied folder still rebuilds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pddkit.errors import PddkitError
+from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
+from pddkit.reporting.table import Num, Table, best_cells, to_text
+
+STUDY = "traps detect"
+
+
+def load_traps(out_dir: str | Path) -> dict:
+    path = Path(out_dir) / "results.json"
+    if not path.is_file():
+        raise PddkitError(f"{out_dir} is not a traps detect folder: results.json is missing")
+    results = json.loads(path.read_text())
+    if results.get("study") != STUDY:
+        raise PddkitError(f"{path} holds no traps detect results")
+    return results
+
+
+def _metric(cell: dict, method: str) -> dict | None:
+    return (cell.get("metrics") or {}).get(method)
+
+
+def _auc(cell: dict, method: str, ci: bool) -> Num:
+    m = _metric(cell, method)
+    if m is None:
+        return Num(None)
+    return Num(m["auc"], tuple(m["auc_ci"]) if ci and cell["ci"] else None)
+
+
+def _repeats(r: int) -> str:
+    return f"{r} repeat" + ("" if r == 1 else "s")
+
+
+def bucket_names(results: dict) -> dict[int, str]:
+    """Bucket -> its perplexity range "[lo, hi)" when the generation manifest records the
+    range and the number of buckets (equal widths, as the authors' generator), else
+    "bucket b"."""
+    gen = (results.get("configuration") or {}).get("generated") or {}
+    opts = {**gen, **(gen.get("options") or {})}
+    rng, n = opts.get("ppl_range"), opts.get("buckets")
+    out = {}
+    for b in results.get("buckets", []):
+        if isinstance(rng, (list, tuple)) and len(rng) == 2 and isinstance(n, int) and n > 0:
+            w = (rng[1] - rng[0]) / n
+            out[b] = f"[{rng[0] + b * w:g}, {rng[0] + (b + 1) * w:g})"
+        else:
+            out[b] = f"bucket {b}"
+    return out
+
+
+def paper_table(results: dict, method: str) -> Table:
+    """Meeus et al.'s Table 2 layout for one method: a row per trap length, a column per
+    repeat count, AUC [95% CI] (intervals where each class has enough traps)."""
+    lengths, repeats = results["lengths"], results["repeats"]
+    cells = {(c["length"], c["repeats"]): c for c in results["table"]}
+    rows = tuple((f"{L} tokens", *(_auc(cells[L, r], method, ci=True) if (L, r) in cells
+                                   else "" for r in repeats)) for L in lengths)
+    counts = "; ".join(f"{c['length']}x{c['repeats']}: {c['n_members']} vs {c['n_nonmembers']}"
+                       for c in results["table"])
+    notes = (f"inserted traps of a length and repeat count against every held-out trap of "
+             f"that length (all perplexity buckets); traps inserted vs held out per cell: "
+             f"{counts}. Intervals where each class has at least "
+             f"{results['ci_min_per_class']} traps.",)
+    return Table(header=("trap length", *map(_repeats, repeats)), rows=rows,
+                 title=f"AUC [95% CI] of {method}, inserted vs held-out traps (Table 2 layout)",
+                 notes=notes, id=f"table2-{method}", css_class="metrics")
+
+
+def methods_table(results: dict) -> Table:
+    """Every method's AUC per length x repeats cell (no intervals: they are in the
+    per-method tables and results.json); the best method of each cell marked."""
+    cells = results["table"]
+    rows = tuple((m, *(_auc(c, m, ci=False) for c in cells)) for m in results["methods"])
+    return Table(header=("method", *(f"L{c['length']} x{c['repeats']}" for c in cells)),
+                 rows=rows, best=best_cells(rows, range(1, len(cells) + 1)),
+                 title="AUC by trap length (L, tokens) x repeats, every method",
+                 notes=("* = best method in the column",), id="methods", css_class="metrics")
+
+
+def bucket_table(results: dict, method: str) -> Table:
+    """One method's AUC per length x repeats (rows) and perplexity bucket (columns), as
+    the authors' Figure 3; a cell shows inserted / held-out counts beside the AUC."""
+    names = bucket_names(results)
+    buckets = results["buckets"]
+    by = {(c["length"], c["repeats"], c["bucket"]): c for c in results["by_bucket"]}
+    rows = []
+    for c in results["table"]:
+        row = [f"L{c['length']} x{c['repeats']}"]
+        for b in buckets:
+            cell = by.get((c["length"], c["repeats"], b))
+            if cell is None:
+                row.append("")
+                continue
+            n = f" ({cell['n_members']}/{cell['n_nonmembers']})"
+            m = _metric(cell, method)
+            row.append(Num(None if m is None else m["auc"], suffix=n))
+        rows.append(tuple(row))
+    return Table(header=("length x repeats", *(names[b] for b in buckets)),
+                 rows=tuple(rows), id=f"buckets-{method}", css_class="metrics",
+                 title=f"AUC of {method} by perplexity bucket (Figure 3 layout)",
+                 notes=("(inserted/held-out traps in the cell): inserted traps of the row's "
+                        "length, repeat count and bucket against held-out traps of the same "
+                        "length and bucket.",))
+
+
+def summary_lines(results: dict) -> tuple[tuple[str, str], ...]:
+    c, n = results["configuration"], results["counts"]
+    return (("model", str(c["model"])),
+            ("reference model", str(c.get("ref_model") or "none (no `ref`, the paper's method)")),
+            ("traps", f"{c['traps']}: {n['inserted']} inserted, {n['held_out']} held out"
+                      + (f", {n['not_inserted']} never inserted (not scored)"
+                         if n.get("not_inserted") else "")),
+            ("lengths", ", ".join(f"{L} tokens" for L in results["lengths"])),
+            ("repeats", ", ".join(str(r) for r in results["repeats"])),
+            ("methods", ", ".join(results["methods"])))
+
+
+def terminal_lines(results: dict) -> list[str]:
+    """What `pddkit traps detect` prints: the paper's method in Table 2's layout, every
+    method per cell, and the paper's method by perplexity bucket."""
+    m = results["primary_method"]
+    lines = [f"{k}: {v}" for k, v in summary_lines(results)]
+    lines += ["", *to_text(paper_table(results, m)), "", *to_text(methods_table(results)),
+              "", *to_text(bucket_table(results, m))]
+    lines += [f"note: {n}" for n in results.get("notices", [])]
+    return lines
+
+
+def _series(results: dict, method: str):
+    from pddkit.reporting.traps_plots import auc_by_bucket_png, auc_by_repeats_png
+
+    cells = {(c["length"], c["repeats"]): c for c in results["table"]}
+    lines = {}
+    for L in results["lengths"]:
+        points = []
+        for r in results["repeats"]:
+            m = _metric(cells[(L, r)], method) if (L, r) in cells else None
+            ci = m is not None and cells[(L, r)]["ci"]
+            points.append(None if m is None else (m["auc"], *(m["auc_ci"] if ci else (None, None))))
+        lines[f"{L} tokens"] = points
+    by = {(c["length"], c["repeats"], c["bucket"]): c for c in results["by_bucket"]}
+    names = bucket_names(results)
+    bucket_lines = {}
+    for c in results["table"]:
+        ys = []
+        for b in results["buckets"]:
+            cell = by.get((c["length"], c["repeats"], b))
+            m = None if cell is None else _metric(cell, method)
+            ys.append(None if m is None else m["auc"])
+        bucket_lines[f"L{c['length']} x{c['repeats']}"] = ys
+    return (auc_by_repeats_png(results["repeats"], lines, method),
+            auc_by_bucket_png([names[b] for b in results["buckets"]], bucket_lines, method))
+
+
+def report_page(results: dict) -> Page:
+    m = results["primary_method"]
+    blocks: list = [Summary(summary_lines(results))]
+    if results.get("notices"):
+        blocks.append(Notice(tuple(results["notices"]), lead="Notes:"))
+    blocks += [paper_table(results, m), methods_table(results)]
+    repeats_png, bucket_png = _series(results, m)
+    blocks.append(Image(f"AUC of {m} against repeats", "traps_repeats.png", repeats_png))
+    blocks.append(bucket_table(results, m))
+    blocks.append(Image(f"AUC of {m} by perplexity bucket", "traps_buckets.png", bucket_png))
+    blocks += [paper_table(results, x) for x in results["methods"] if x != m]
+    blocks.append(Notice((
+        "Meeus et al. 2024 (Copyright Traps for Large Language Models, ICML 2024): unique "
+        "trap sequences are inserted many times into documents before publication; a model "
+        "trained on them is tested by comparing the inserted traps with held-out ones "
+        "generated the same way. Their method is the perplexity ratio of the target and a "
+        "reference model (pddkit's `ref`, same ranking). " + results["protocol"],),
+        lead="How it is measured:"))
+    blocks.append(Config({"configuration": results["configuration"],
+                          "counts": results["counts"], "models": results.get("models", {})}))
+    return Page("pddkit traps detect: were the copyright traps memorised?", tuple(blocks))
+
+
+def write_traps_report(out_dir: str | Path) -> tuple[Path, Path]:
+    """report.html (self-contained) and report.md (+ PNGs) in `out_dir`, from its
+    results.json."""
+    return write_page(report_page(load_traps(out_dir)), out_dir)
