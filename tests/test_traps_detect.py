@@ -1,0 +1,193 @@
+"""`traps detect` (Meeus et al. 2024, copyright traps): hand-built trap folders, per-cell
+AUC recomputed by hand from scores.jsonl (Table 2: inserted traps of (L, R) against every
+held-out trap of length L; Figure 3: of (L, R, bucket) against held-out traps of (L,
+bucket)), and the refusals (never injected, another tokenizer, inconsistent trap-info)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from tiny_models import small_tokenizer
+
+from pddkit.errors import PddkitError
+from pddkit.studies.traps.detect import (
+    CI_MIN_PER_CLASS,
+    TrapScore,
+    detect_traps,
+    table_cells,
+)
+from pddkit.studies.traps.folder import HELD_OUT, MEMBER, Insertion, Trap, TrapFolder
+
+WORDS = ("quick", "brown", "fox", "jumps", "over", "lazy", "dog", "the")
+
+
+def hand_auc(pos, neg) -> float:
+    """Mann-Whitney: P(member scores above a non-member), ties one half."""
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def build_folder(tok, lengths=(4, 8), per_length=24, repeats=(1, 4), buckets=3, seed=0,
+                 fingerprint=None, inject=True) -> TrapFolder:
+    """Traps of single-token words (exact lengths under `tok`; made-up ids without one),
+    alternately to be inserted and held out, spread over `buckets`, each inserted one with
+    the repeat counts in turn."""
+    rng = random.Random(seed)
+    traps, ins = [], []
+    for L in lengths:
+        for i in range(per_length):
+            text = "".join(" " + rng.choice(WORDS) for _ in range(L))
+            ids = (tuple(tok(text, add_special_tokens=False)["input_ids"]) if tok is not None
+                   else tuple(WORDS.index(w) for w in text.split()))  # no tokenizer: made up
+            assert len(ids) == L
+            role = MEMBER if i % 2 == 0 else HELD_OUT
+            tid = f"L{L}-{i:05d}"
+            traps.append(Trap(tid, text, ids, L, 1.0 + (i // 2) % buckets, (i // 2) % buckets,
+                              1.0, role))
+            if role == MEMBER and inject:
+                ins.append(Insertion(tid, f"doc-{tid}", repeats[(i // 2) % len(repeats)], (0,)))
+    manifest = {"model": "tiny", "options": {"ppl_range": [1, 1 + buckets], "buckets": buckets},
+                "tokenizer": {"name": "tiny", "vocab_size": len(tok or WORDS),
+                              "fingerprint": fingerprint or _digest(tok)}}
+    return TrapFolder(tuple(traps), manifest, tuple(ins), {"repeats": list(repeats)} if inject else {})
+
+
+def _digest(tok) -> str:
+    from pddkit.cache.fingerprint import tokenizer_digest
+
+    return "0" * 64 if tok is None else tokenizer_digest(tok)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory):
+    """A random one-layer GPT-2 target and a differently seeded reference, one tokenizer."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    root = tmp_path_factory.mktemp("traps-models")
+    tok = small_tokenizer()
+    dirs = []
+    for seed, name in ((0, "target"), (1, "ref")):
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
+                                           n_positions=64, bos_token_id=0, eos_token_id=0))
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+        dirs.append(root / name)
+    return tok, dirs[0], dirs[1]
+
+
+def _scores(rows):
+    return [TrapScore(r["id"], r["length"], r["repeats"], r["bucket"], 1.0, r["label"], None,
+                      r["length"], {"m": r["m"]}) for r in rows]
+
+
+def test_cells_pair_each_repeat_count_with_the_held_out_traps_of_its_length():
+    rng = np.random.default_rng(0)
+    rows = []
+    for L in (25, 50):
+        for k in range(30):
+            label = int(k < 18)
+            rows.append({"id": f"{L}-{k}", "length": L, "repeats": (1, 10, 100)[k % 3] * label,
+                         "bucket": k % 2, "label": label, "m": float(rng.normal(label * L / 50))})
+    table, by_bucket = table_cells(_scores(rows), ("m",), n_bootstrap=200, seed=0)
+    assert [(c.length, c.repeats) for c in table] == [(L, r) for L in (25, 50) for r in (1, 10, 100)]
+    for c in table:
+        pos = [r["m"] for r in rows if r["label"] and (r["length"], r["repeats"]) == (c.length, c.repeats)]
+        neg = [r["m"] for r in rows if not r["label"] and r["length"] == c.length]
+        assert (c.n_members, c.n_nonmembers) == (6, 12)
+        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg))
+        assert c.ci and c.metrics["m"].n_bootstrap == 200
+    for c in by_bucket:
+        pos = [r["m"] for r in rows if r["label"] and (r["length"], r["repeats"], r["bucket"])
+               == (c.length, c.repeats, c.bucket)]
+        neg = [r["m"] for r in rows if not r["label"] and (r["length"], r["bucket"]) == (c.length, c.bucket)]
+        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg))
+        assert (c.n_members, c.n_nonmembers) == (3, 6)
+        assert not c.ci and c.metrics["m"].n_bootstrap == 0  # 3 < CI_MIN_PER_CLASS
+    assert CI_MIN_PER_CLASS > 3
+
+
+def test_a_cell_without_held_out_traps_or_with_undefined_scores_says_why():
+    rows = [{"id": f"a{k}", "length": 25, "repeats": 1, "bucket": 0, "label": 1, "m": float(k)}
+            for k in range(3)]
+    rows += [{"id": f"b{k}", "length": 50, "repeats": 1, "bucket": 0, "label": 1, "m": float(k)}
+             for k in range(3)]
+    rows += [{"id": f"c{k}", "length": 50, "repeats": 0, "bucket": 0, "label": 0,
+              "m": math.nan if k == 0 else float(k)} for k in range(3)]
+    table, _ = table_cells(_scores(rows), ("m",), n_bootstrap=10, seed=0)
+    assert table[0].metrics["m"] is None and "no held-out traps of length 25" in table[0].reasons["m"]
+    assert table[1].metrics["m"] is None and table[1].reasons["m"] == "1 traps have no finite m score"
+
+
+def test_a_folder_never_injected_is_refused_before_any_model_loads(tmp_path):
+    folder = build_folder(None, inject=False).write(tmp_path / "gen")
+    with pytest.raises(PddkitError, match="inject them first"):
+        detect_traps(folder, "/nonexistent/model/dir")
+
+
+@pytest.mark.parametrize("edit, sentence", [
+    (lambda ins, traps: (*ins, Insertion(traps[1].id, "d", 3, (0,))), "marks held out"),
+    (lambda ins, traps: (*ins, ins[0]), "twice"),
+    (lambda ins, traps: (Insertion("nope", "d", 1, (0,)), *ins), "does not hold"),
+    (lambda ins, traps: (Insertion(ins[0].trap_id, "d", 0, ()), *ins[1:]), "at least 1 repeat"),
+])
+def test_inconsistent_trap_info_is_one_sentence(tmp_path, edit, sentence):
+    f = build_folder(None)
+    bad = TrapFolder(f.traps, f.manifest, edit(f.insertions, f.traps), f.injection)
+    with pytest.raises(PddkitError, match=sentence):
+        detect_traps(bad, "/nonexistent/model/dir")
+
+
+@pytest.mark.slow
+def test_a_folder_from_another_tokenizer_is_refused(tiny_pair, tmp_path):
+    tok, target, _ = tiny_pair
+    folder = build_folder(tok, fingerprint="0" * 64).write(tmp_path / "other")
+    with pytest.raises(PddkitError, match="from another tokenizer"):
+        detect_traps(folder, str(target), device="cpu")
+    # no fingerprint, but no trap keeps its length: refused too
+    f = build_folder(tok)
+    manifest = {**f.manifest, "tokenizer": {"name": "tiny"}}
+    longer = tuple(replace(t, length=t.length + 1) for t in f.traps)
+    with pytest.raises(PddkitError, match=r"none of the 48 traps .* trap folder from another tokenizer"):
+        detect_traps(TrapFolder(longer, manifest, f.insertions, f.injection), str(target),
+                     device="cpu")
+
+
+@pytest.mark.slow
+def test_detect_end_to_end_cells_recomputed_from_scores_jsonl(tiny_pair, tmp_path, caplog):
+    tok, target, ref = tiny_pair
+    f = build_folder(tok)
+    # one trap no longer re-encodes to its length: kept, counted, warned
+    traps = (replace(f.traps[0], text=f.traps[0].text + " fox"), *f.traps[1:])
+    path = TrapFolder(traps, f.manifest, f.insertions, f.injection).write(tmp_path / "injected")
+    result = detect_traps(path, str(target), ref_model=str(ref), device="cpu", n_bootstrap=100)
+    out = result.write(tmp_path / "out")
+    assert "ref" in result.methods and result.primary == "ref"
+    assert result.counts["reencoded_other_length"] == 1
+    assert any("1 of 48 traps re-encode to another length" in n for n in result.notices)
+    rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert len(rows) == 48 and {r["id"] for r in rows} == {t.id for t in f.traps}
+    assert sum(r["label"] for r in rows) == 24
+    assert all((r["repeats"] == 0) == (r["label"] == 0) for r in rows)
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["study"] == "traps detect" and saved["lengths"] == [4, 8]
+    assert saved["repeats"] == [1, 4] and saved["buckets"] == [0, 1, 2]
+    for cell in saved["table"] + saved["by_bucket"]:
+        here = [r for r in rows if r["length"] == cell["length"]
+                and cell["bucket"] in (None, r["bucket"])]
+        pos = [r for r in here if r["label"] == 1 and r["repeats"] == cell["repeats"]]
+        neg = [r for r in here if r["label"] == 0]
+        assert (cell["n_members"], cell["n_nonmembers"]) == (len(pos), len(neg))
+        for m in saved["methods"]:
+            want = hand_auc([r[m] for r in pos], [r[m] for r in neg])
+            assert cell["metrics"][m]["auc"] == pytest.approx(want), (cell, m)
+    # ref is the paper's ratio attack: mean log-prob under target minus under reference
+    assert saved["primary_method"] == "ref"
+    html = (out / "report.html").read_text()
+    assert "Table 2 layout" in html and "Figure 3 layout" in html and "[1, 2)" in html
