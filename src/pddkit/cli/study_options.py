@@ -142,3 +142,32 @@ TRAPS_DETECT_OPTIONS = [
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
 ]
 FLAGS.update(_flag_table(TRAPS_DETECT_OPTIONS))
+
+
+TRAPS_GENERATE_OPTIONS = [
+    click.option("--model", required=True,
+        help="Model that samples the traps and measures their perplexity: local directory or hub id."),
+    click.option("--lengths", required=True,
+        help="Trap lengths in tokens of the model's tokenizer, comma-separated, e.g. 25,50,100."),
+    click.option("--count", required=True, type=int,
+        help="Traps per length (a multiple of --buckets); half are inserted, half held out."),
+    click.option("--ppl-range", default="1,101", show_default=True,
+        help="low,high: the perplexity range [low, high) the traps cover."),
+    click.option("--buckets", default=10, show_default=True, type=int,
+        help="Equal-width perplexity buckets over --ppl-range, each given count / buckets traps."),
+    click.option("--temperatures", default="0.5:4:0.25", show_default=True,
+        help="Sampling temperatures swept: start:stop:step (stop included) or a comma list."),
+    click.option("--jaccard", default=0.2, show_default=True, type=float,
+        help="A trap whose token set's Jaccard similarity with a kept trap exceeds this is rejected."),
+    click.option("--retokenize/--no-retokenize", default=True, show_default=True,
+        help="Keep only traps whose text encodes back to exactly their token ids (else only "
+        "to their length)."),
+    click.option("--batch-size", default=128, show_default=True, type=int,
+        help="Sequences sampled at once per temperature."),
+    click.option("--max-tries", default=100_000, show_default=True, type=int,
+        help="At most this many samples per length before giving up (with what was reached)."),
+    *STUDY_OUTPUT_OPTIONS,
+    *MODEL_OPTIONS,
+    click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+]
+FLAGS.update(_flag_table(TRAPS_GENERATE_OPTIONS), **{"retokenize=False": "--no-retokenize"})

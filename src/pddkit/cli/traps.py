@@ -6,11 +6,13 @@ them."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import click
 
 from pddkit.cli import options, study_options
 from pddkit.cli.app import cli
+from pddkit.errors import PddkitError
 
 
 @cli.group(short_help="Copyright traps: generate, inject, detect (Meeus et al. 2024).")
@@ -18,6 +20,83 @@ def traps() -> None:
     """Copyright traps (Meeus et al. 2024): `generate` trap sequences of exact token
     lengths over a perplexity range, `inject` half of them into documents, `detect` whether
     a model trained on the documents memorised them (inserted vs held-out traps)."""
+
+
+def whole_numbers(text: str, option: str) -> tuple[int, ...]:
+    """'25,50,100' -> (25, 50, 100), each at least 1; `option` names the flag in errors."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be whole numbers separated by commas") from None
+    if not values or min(values) < 1:
+        raise PddkitError(f"{option} {text!r} must be whole numbers of at least 1")
+    return values
+
+
+def number_range(text: str, option: str) -> tuple[float, ...]:
+    """'0.5:4:0.25' -> 0.5, 0.75, ..., 4.0 (the stop included when a step lands on it), or
+    a comma list '0.7,1,1.5'; `option` names the flag in errors."""
+    if ":" not in text:
+        return options.floats(text, option)
+    try:
+        start, stop, step = (float(v) for v in text.split(":"))
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be start:stop:step, three numbers") from None
+    if not step > 0 or stop < start:
+        raise PddkitError(f"{option} {text!r} needs a positive step and stop >= start")
+    n = int((stop - start) / step + 1e-9) + 1
+    return tuple(round(start + i * step, 12) for i in range(n))
+
+
+def _trap_output(output, overwrite: bool) -> Path:
+    """--output made ready (output_dir.prepare) and, for a trap folder, one that already
+    holds one is refused unless --overwrite, which removes its trap files first."""
+    from pddkit import output_dir
+    from pddkit.studies.traps.folder import INJECTION, MANIFEST, TRAP_INFO, TRAPS
+
+    out = output_dir.prepare(output, overwrite)
+    old = [out / n for n in (TRAPS, MANIFEST, TRAP_INFO, INJECTION) if (out / n).exists()]
+    if old and not overwrite:
+        raise PddkitError(f"`output` {out} already holds a trap folder; choose another folder "
+                          "or pass `overwrite=True` to replace it")
+    for p in old:
+        p.unlink()
+    return out
+
+
+@traps.command(short_help="Trap sequences of exact token lengths over a perplexity range.")
+@options.apply(study_options.TRAPS_GENERATE_OPTIONS)
+def generate(model, lengths, count, ppl_range, buckets, temperatures, jaccard, retokenize,
+             batch_size, max_tries, seed, output, overwrite, device, dtype, trust_remote_code,
+             local_files_only, revision) -> None:
+    """Sample --count traps of each of --lengths tokens from --model over a sweep of
+    --temperatures, spread evenly over --buckets perplexity buckets of --ppl-range,
+    de-duplicated (--jaccard); half marked to be inserted, half held out (Meeus et al.
+    2024, section 4.1). Writes traps.jsonl and manifest.json to --output."""
+    from pddkit.backends.hf_loading import load_model
+    from pddkit.studies.traps.generate import check_generate_options, generate_traps
+
+    lengths = whole_numbers(lengths, "--lengths")
+    rng = options.floats(ppl_range, "--ppl-range")
+    if len(rng) != 2:
+        raise PddkitError(f"--ppl-range {ppl_range!r} must be two numbers, low,high")
+    temps = number_range(temperatures, "--temperatures")
+    check_generate_options(lengths=lengths, count=count, ppl_range=rng, buckets=buckets,
+                           temperatures=temps, jaccard=jaccard, batch_size=batch_size,
+                           max_tries=max_tries)
+    out = _trap_output(output, overwrite)  # before any model loads
+    lm = load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                    local_files_only=local_files_only, revision=revision)
+    folder = generate_traps(lm.model, lm.tokenizer, lengths=lengths, count=count, ppl_range=rng,
+                            buckets=buckets, temperatures=temps, jaccard=jaccard,
+                            retokenize=retokenize, seed=seed, batch_size=batch_size,
+                            max_tries=max_tries, model_name=model)
+    folder.write(out)
+    for length in sorted(lengths):
+        c = folder.manifest["counts"][str(length)]
+        click.echo(f"length {length}: {c['kept']} traps ({c['members']} to insert, "
+                   f"{c['held_out']} held out) from {c['sampled']} samples")
+    click.echo(f"traps: {out / 'traps.jsonl'}, manifest: {out / 'manifest.json'}")
 
 
 @traps.command(short_help="Inserted vs held-out traps: AUC per length x repeats x perplexity.")

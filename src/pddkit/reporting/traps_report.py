@@ -40,19 +40,18 @@ def _repeats(r: int) -> str:
 
 
 def bucket_names(results: dict) -> dict[int, str]:
-    """Bucket -> its perplexity range "[lo, hi)" when the generation manifest records the
-    range and the number of buckets (equal widths, as the authors' generator), else
-    "bucket b"."""
+    """Bucket -> its perplexity range "[lo, hi)": the generation manifest's bucket edges,
+    else equal widths over its ppl_range (as the authors' generator), else "bucket b"."""
     gen = (results.get("configuration") or {}).get("generated") or {}
-    opts = {**gen, **(gen.get("options") or {})}
+    edges = gen.get("bucket_edges")
+    opts = gen.get("options") or {}
     rng, n = opts.get("ppl_range"), opts.get("buckets")
+    if not edges and isinstance(rng, list) and len(rng) == 2 and isinstance(n, int) and n > 0:
+        edges = [rng[0] + (rng[1] - rng[0]) * i / n for i in range(n + 1)]
     out = {}
     for b in results.get("buckets", []):
-        if isinstance(rng, (list, tuple)) and len(rng) == 2 and isinstance(n, int) and n > 0:
-            w = (rng[1] - rng[0]) / n
-            out[b] = f"[{rng[0] + b * w:g}, {rng[0] + (b + 1) * w:g})"
-        else:
-            out[b] = f"bucket {b}"
+        ok = isinstance(edges, list) and 0 <= b < len(edges) - 1
+        out[b] = f"[{edges[b]:g}, {edges[b + 1]:g})" if ok else f"bucket {b}"
     return out
 
 
