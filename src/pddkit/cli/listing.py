@@ -44,8 +44,9 @@ def list_cmd() -> None:
     from pddkit.studies import STUDIES
 
     rows.append("studies (pddkit NAME ...):")
+    width = max((len(s.name) for s in STUDIES), default=0) + 2  # "traps generate" is 14
     for study in STUDIES:
-        rows.append(f"  {study.name:<12}{study.description} ({study.paper})")
+        rows.append(f"  {study.name:<{width}}{study.description} ({study.paper})")
     cells = [r for r in rows if isinstance(r, tuple)]
     widths = [max(len(c[i]) for c in cells) for i in range(3)]  # aligned columns
     for r in rows:

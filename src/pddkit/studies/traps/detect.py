@@ -43,7 +43,7 @@ from pddkit.studies.traps.folder import HELD_OUT, TRAP_INFO, TrapFolder, read_fo
 
 logger = logging.getLogger(__name__)
 
-PAPER = "Meeus et al. 2024, Copyright Traps for Large Language Models (ICML 2024)"
+PAPER = "Meeus et al. 2024, Copyright Traps for Large Language Models, ICML 2024"
 STUDY = "traps detect"
 PAPER_METHOD = "ref"  # their Ratio attack
 CI_MIN_PER_CLASS = 5  # bootstrap intervals only for cells with this many traps of each class
