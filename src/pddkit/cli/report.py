@@ -49,6 +49,10 @@ def _study_report(d: Path):
         from pddkit.reporting.infer_report import write_infer_report
 
         return write_infer_report(d, data)
+    if study == "traps detect":
+        from pddkit.reporting.traps_report import write_traps_report
+
+        return write_traps_report(d)
     if study is not None:
         raise PddkitError(f"{d} holds a `pddkit {study}` result, whose report that command "
                           "writes (its results.json keeps only what the report summarises): "
