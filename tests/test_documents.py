@@ -95,21 +95,3 @@ def test_split_words_zero_is_one_sentence():
 
     with pytest.raises(PddkitError, match="at least 1"):
         split_documents(_docs("a b c"), 0)
-
-
-def test_mean_curve_ends_at_the_full_document_auc():
-    from pddkit.evaluation.documents import mean_curve, texts_per_document_steps
-
-    rng = np.random.default_rng(0)
-    groups = [f"d{i // 5}" for i in range(60)]  # 12 documents of 5 texts
-    labels = [int(i // 5 < 6) for i in range(60)]
-    scores = rng.normal(size=60) + 0.5 * np.array(labels)
-    docs = group_documents(groups, labels)
-    assert texts_per_document_steps(5) == [1, 2, 4, 5]
-    curve = mean_curve(scores, docs, np.ones(12, dtype=bool), seed=1)
-    assert [k for k, _ in curve] == [1, 2, 4, 5]
-    full = mean_scores(scores, docs)
-    pos, neg = full[docs.labels == 1], full[docs.labels == 0]
-    by_hand = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])  # Mann-Whitney
-    assert curve[-1][1] == pytest.approx(by_hand)
-    assert curve[0][1] != curve[-1][1]  # one text per document is a different ranking

@@ -159,14 +159,23 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
              local_files_only: bool = False, on_invalid: str = "error", engine: str = "local",
              ray_address: str | None = None, actors: int = 1, gpus_per_actor: float = 0.0,
-             n_bootstrap: int = 1000, seed: int = 0, blind: bool = True) -> RunResult:
+             n_bootstrap: int = 1000, seed: int = 0, blind: bool = True,
+             documents: Sequence[str] | str = (), doc_features: str = "histogram",
+             split_words: int | None = None, max_texts: int | None = None) -> RunResult:
     """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
     With `val_fraction` (or `val_data`, a labelled JSONL), hyperparameters are chosen on
     the validation texts and every metric is measured on the rest (`RunResult.validation`);
     `groups` (the document each text was cut from) keeps a document on one side; `subsets`
     (a domain, field or length per text) get their own metrics beside the pooled ones;
-    `language` ("en", "zh", ...) skips the methods meaningless for it."""
+    `language` ("en", "zh", ...) skips the methods meaningless for it. `documents` ("mean",
+    "share", "classifier", or several) adds document-level scores and metrics over `groups`
+    (`RunResult.documents`, SPEC 3c); `split_words` cuts each text into consecutive texts of
+    that many words, grouped by their text (at most `max_texts` each)."""
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
+    if isinstance(documents, str):
+        options["documents"] = tuple(d.strip() for d in documents.split(",") if d.strip())
+    else:
+        options["documents"] = tuple(documents)
     return _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups, val_data,
                 options)

@@ -118,6 +118,20 @@ RUN_OPTIONS = [
     click.option("--prefix-data", type=click.Path(), default=None,
         help="Labelled shots for `recall` / `conrecall` (any table --data reads); without "
         "it, shots are drawn from --data and left out of the evaluation."),
+    click.option("--documents", default=None,
+        help="Document-level scores and metrics over each text's --group-field: mean (of "
+        "its texts' scores), share (of its texts above a threshold fitted on a seeded half "
+        "of the documents), classifier (Meeus et al.'s random forest), or several, "
+        "comma-separated."),
+    click.option("--doc-features", default="histogram", show_default=True,
+        type=click.Choice(["histogram", "aggregate"]),
+        help="The document classifier's features: a 1000-bin histogram of the normalised "
+        "token probabilities, or their summary statistics."),
+    click.option("--split-words", type=int, default=None,
+        help="Each input row is a document: cut it into consecutive texts of N words "
+        "(verbatim), its group the row's group or id."),
+    click.option("--max-texts", type=int, default=None,
+        help="With --split-words: keep the first K texts of each document."),
     click.option("--probe-data", type=click.Path(), default=None,
         help="JSONL of auxiliary texts absent from pre-training (trains the `probe`)."),
     click.option("--probe-load", type=click.Path(), default=None,
@@ -293,6 +307,16 @@ def floats(text: str, option: str) -> tuple[float, ...]:
         values = tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError:
         raise PddkitError(f"{option} {text!r} must be numbers separated by commas") from None
+    if not values:
+        raise PddkitError(f"{option} needs at least one value")
+    return values
+
+
+def names(text: str | None, option: str) -> tuple[str, ...]:
+    """'mean,share' -> ('mean', 'share'); None -> (); `option` names the flag in the error."""
+    if text is None:
+        return ()
+    values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
     if not values:
         raise PddkitError(f"{option} needs at least one value")
     return values

@@ -20,7 +20,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         freq, data, benchmark, data_dir, text_field, label_field, id_field, group_field,
         subset_field, data_split, language, methods, output, batch_size, max_length, padding_side, on_invalid,
         n_bootstrap, seed, val_fraction, val_data,
-        mask_model, neighbors_file, prefix_data, probe_data, probe_load, probe_lrs, probe_lora,
+        mask_model, neighbors_file, prefix_data, documents, doc_features, split_words, max_texts,
+        probe_data, probe_load, probe_lrs, probe_lora,
         probe_standardize,
         no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
@@ -29,6 +30,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.reporting.terminal import (
+        documents_table,
         metrics_table,
         scored_line,
         unlabelled_summary,
@@ -58,7 +60,9 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        mask_model=mask_model, neighbors_file=neighbors_file, prefix_data=prefix_data,
                        probe_data=probe_data, probe_load=probe_load,
                        probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
-                       probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid)
+                       probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid,
+                       documents=options.names(documents, "--documents"), doc_features=doc_features,
+                       split_words=split_words, max_texts=max_texts)
     val_dataset = load_table(val_data, on_invalid=on_invalid) if val_data else None
     result = run_dataset(dataset, config, val_dataset=val_dataset)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
@@ -71,6 +75,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         click.echo(unlabelled_summary(result, top=10, texts=[s.text for s in dataset.samples]))
     if result.validation:
         click.echo(validation_table(result))
+    if result.documents is not None:
+        click.echo(documents_table(result))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
     if result.labelled and not no_report:
         import json

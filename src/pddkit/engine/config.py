@@ -52,6 +52,11 @@ class RunConfig:
     probe_lora: bool = False
     probe_standardize: str = "per_set"  # each set of activations with its own mean/std, or "train"
     on_invalid: str = "error"  # auxiliary texts that are also under test: refused, or left out
+    # document level (SPEC 3c): any of "mean", "share", "classifier" over the texts' `group`
+    documents: tuple[str, ...] = ()
+    split_words: int | None = None  # each input row a document, cut into N-word texts
+    max_texts: int | None = None  # ... at most this many (the first) per document
+    doc_features: str = "histogram"  # the document classifier's features, or "aggregate"
 
     @property
     def fixed_batch_size(self) -> int:
@@ -79,6 +84,12 @@ class RunConfig:
              f"`probe_standardize` must be 'per_set' or 'train', not {self.probe_standardize!r}"),
             (len(self.probe_lrs) > 0 and all(lr > 0 for lr in self.probe_lrs),
              f"`probe_lrs` must be positive learning rates, not {self.probe_lrs}"),
+            (self.split_words is None or self.split_words >= 1,
+             f"`split_words` must be at least 1 word per text, not {self.split_words}"),
+            (self.max_texts is None or self.max_texts >= 1,
+             f"`max_texts` must be at least 1 text per document, not {self.max_texts}"),
+            (self.max_texts is None or self.split_words is not None,
+             "`max_texts` limits the texts `split_words` cuts from each document; give both"),
             (self.on_invalid in ("error", "skip"),
              f"`on_invalid` must be 'error' or 'skip', not {self.on_invalid!r}"),
             (self.engine in ("local", "ray"), f"`engine` must be 'local' or 'ray', not {self.engine!r}"),
@@ -93,6 +104,15 @@ class RunConfig:
         for ok, message in rules:
             if not ok:
                 raise PddkitError(message)
+        from pddkit.evaluation.document_level import DOC_FEATURES, check_aggregations
+
+        if isinstance(self.documents, str):
+            raise PddkitError(f"`documents` is a list of aggregations such as ('mean',), not the "
+                              f"string {self.documents!r}")
+        check_aggregations(self.documents)
+        if self.doc_features not in DOC_FEATURES:
+            raise PddkitError(f"`doc_features` must be one of {', '.join(DOC_FEATURES)}, not "
+                              f"{self.doc_features!r}")
         from pddkit.backends import get_backend
 
         get_backend(self.backend)  # an unknown backend is one sentence

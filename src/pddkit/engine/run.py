@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -71,9 +71,17 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     chosen on the validation texts and all metrics are measured on the test texts only.
     """
     config.check()
+    if config.split_words is not None:  # each row a document, cut into consecutive texts
+        from pddkit.data.split_words import split_documents
+
+        dataset = split_documents(dataset, config.split_words, config.max_texts)
     notices: list[str] = []
     plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
                      capabilities_of(config, model), notices, language=dataset.language)
+    if config.documents:  # no group, or a group with both labels: refused before any model loads
+        _check_documents(dataset, config)
+        if "classifier" in config.documents and config.freq:  # the classifier's normaliser
+            plan = replace(plan, needs=plan.needs | {Need.FREQUENCY})
     if dataset.labelled:
         dataset.require_both_classes()
     elif dataset.meta.get("unlabelled"):  # which columns it has, and that no metrics follow
@@ -131,6 +139,11 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                 results.append(found)
             timings["blind_baseline"] = blind.seconds  # its own time (thread, process or inline)
             timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
+        documents = None
+        if config.documents:
+            t0 = time.perf_counter()
+            documents = _document_level(dataset, config, table, results, test_idx)
+            timings["documents"] = time.perf_counter() - t0
 
         return RunResult(
             ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
@@ -142,7 +155,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             splits=None if val_idx is None else tuple(
                 np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
             subsets=subsets if any(x is not None for x in subsets) else None,
-            validation=validation, trail=dict(table.extras.get("trail", {})),
+            validation=validation, trail=dict(table.extras.get("trail", {})), documents=documents,
             neighbors=table.extras.get("neighbor_sets"),
             probe=None if search is None else search.best,
             probe_validated=None if "probe" not in validation else next(
@@ -152,6 +165,53 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         if blind is not None:  # nobody will ask for it now
             blind.cancel()
         raise
+
+
+def _check_documents(dataset: Dataset, config: RunConfig) -> None:
+    """`documents` on data without a document per text, with a document holding both
+    labels, or (share, classifier) unlabelled: one sentence before any model loads."""
+    from pddkit.evaluation.documents import group_documents
+
+    groups = [s.group for s in dataset.samples]
+    if all(g is None for g in groups):
+        raise PddkitError(f"{dataset.name}: the document level needs the document each text "
+                          "belongs to, and no text names one (a group column, or "
+                          "`split_words` to cut whole documents into texts)")
+    if not dataset.labelled:
+        if set(config.documents) != {"mean"}:
+            raise PddkitError(f"{dataset.name} is unlabelled: the share and classifier "
+                              "document levels fit on labels (the mean needs none)")
+        group_documents(groups, [], labelled=False)
+        return
+    docs = group_documents(groups, dataset.labels)
+    n1, n0 = int((docs.labels == 1).sum()), int((docs.labels == 0).sum())
+    if min(n1, n0) < 2:
+        raise PddkitError(f"{dataset.name}: document-level metrics need at least 2 member and 2 "
+                          f"non-member documents, and its texts form {n1} member and {n0} "
+                          "non-member documents")
+
+
+def _document_level(dataset: Dataset, config: RunConfig, table, results, test_idx):
+    """Every method's text scores (the blind baseline's too) -> evaluation.document_level."""
+    from pddkit.evaluation.doc_classifier import DocumentClassifier
+    from pddkit.evaluation.doc_classifier import token_values as values_of
+    from pddkit.evaluation.document_level import document_level
+
+    def token_values(idx: np.ndarray):  # the classifier's inputs (document_level)
+        stats = [table.target[i] for i in idx]
+        if not any(len(st) for st in stats):
+            raise PddkitError("the document classifier reads the target model's token "
+                              "log-probabilities, and this run computed none")
+        if table.log_freq is not None:  # --freq: values normalised by the table
+            return values_of(stats, table.log_freq), None
+        # no table: each fold's frequencies counted on its training documents (the authors')
+        return [st.L.astype(np.float64) for st in stats], [st.ids for st in stats]
+
+    return document_level(
+        {m.label: m.scores for m in results}, [s.group for s in dataset.samples],
+        dataset.labels if dataset.labelled else None, config.documents, evaluated=test_idx,
+        n_bootstrap=config.n_bootstrap, seed=config.seed, token_values=token_values,
+        classifier=DocumentClassifier(features=config.doc_features, seed=config.seed))
 
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
@@ -175,6 +235,8 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
         given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots)
     ctx.counts.update(dataset.counts())
+    if "split_words" in dataset.meta:
+        ctx.counts["split_words"] = dataset.meta["split_words"]
     ctx.counts["label_leaks_left_out"] = {
         "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
         "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}

@@ -10,7 +10,7 @@ lowest and highest score, the one maximising text-level accuracy of `score >= ta
 (ties: the last, as the authors' `acc >= best_acc`); a document's score is the share of
 its texts scoring at or above tau. Metrics are then over the evaluation documents.
 
-Not yet wired into `pddkit run` (issue 21): these are the pure functions it will call.
+evaluation/document_level.py composes them into a run's document level.
 """
 
 from __future__ import annotations
@@ -39,9 +39,10 @@ class Documents:
         return np.bincount(self.index, minlength=len(self.names))  # [D] texts per document
 
 
-def group_documents(groups: Sequence[str | None], labels: Sequence[int]) -> Documents:
+def group_documents(groups: Sequence[str | None], labels: Sequence[int],
+                    labelled: bool = True) -> Documents:
     """Documents in order of first appearance; one sentence for texts without a group
-    and for a group holding both labels."""
+    and for a group holding both labels. Unlabelled (`labelled=False`): labels are -1."""
     missing = sum(g is None for g in groups)
     if missing:
         raise PddkitError(f"document level needs a document id (the group column) for every text; "
@@ -49,6 +50,8 @@ def group_documents(groups: Sequence[str | None], labels: Sequence[int]) -> Docu
     names: dict[str, int] = {}
     index = np.fromiter((names.setdefault(str(g), len(names)) for g in groups), dtype=np.int64,
                         count=len(groups))
+    if not labelled:
+        return Documents(tuple(names), np.full(len(names), -1, dtype=np.int64), index)
     y = np.asarray(labels, dtype=np.int64)
     sizes = np.bincount(index, minlength=len(names))  # [D]
     ones = np.bincount(index, weights=y, minlength=len(names))  # [D] member texts
@@ -124,19 +127,3 @@ def subsample(docs: Documents, k: int, seed: int) -> np.ndarray:
     keep = np.zeros(len(docs.index), dtype=bool)
     keep[order[np.arange(len(order)) - starts < k]] = True
     return keep
-
-
-def mean_curve(scores: np.ndarray, docs: Documents, evaluated: np.ndarray,
-               seed: int) -> list[tuple[int, float]]:
-    """(k, document AUC of the mean over k texts per document) for each step k, over the
-    `evaluated` documents ([D] bool)."""
-    from pddkit.evaluation.metrics import compute_metrics
-
-    out = []
-    for k in texts_per_document_steps(int(docs.sizes.max())):
-        keep = subsample(docs, k, seed)
-        sub = Documents(docs.names, docs.labels, docs.index[keep])
-        doc_scores = mean_scores(scores[keep], sub)
-        m = compute_metrics(doc_scores[evaluated], docs.labels[evaluated], n_bootstrap=0)
-        out.append((k, m.auc))
-    return out

@@ -42,6 +42,9 @@ class RunResult:
     # the audit trail of SPEC 3b methods: file name (shots.jsonl, augmentations.jsonl,
     # samples.jsonl) -> its rows, written beside scores.jsonl
     trail: dict = field(default_factory=dict)
+    # the document level (SPEC 3c): evaluation.document_level.DocumentLevel, written to
+    # results.json ("documents") and documents.jsonl
+    documents: object | None = None
 
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
@@ -120,6 +123,7 @@ class RunResult:
                 for m in self.methods
             },
             "metrics_on": "test part" if self.splits else "all texts",
+            **({"documents": self.documents.to_dict()} if self.documents is not None else {}),
         }
 
     def write(self, out_dir: str | Path) -> Path:
@@ -139,6 +143,10 @@ class RunResult:
                 for row in rows:
                     # ASCII escapes: U+2028 or U+0085 in a sampled text never splits a line
                     fh.write(json.dumps(row) + "\n")
+        if self.documents is not None:
+            with (out / "documents.jsonl").open("w", encoding="utf-8") as fh:
+                for row in self.documents.jsonl_rows():
+                    fh.write(json.dumps(_finite(row)) + "\n")
         named = bool(self.subsets) and any(x is not None for x in self.subsets)
         with (out / "scores.jsonl").open("w") as fh:
             for i, sid in enumerate(self.ids):

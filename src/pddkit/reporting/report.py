@@ -141,6 +141,43 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
     return images
 
 
+def _document_blocks(results: dict, out: Path) -> list:
+    """The document level (SPEC 3c): its two tables, a document ROC figure per aggregation
+    (from documents.jsonl: each row's scored documents) and the AUC by texts per document."""
+    from pddkit.reporting.document_tables import curve_table, documents_table
+
+    doc = results.get("documents")
+    table = documents_table(results)
+    if table is None:
+        return []
+    blocks: list = [table]
+    path = out / "documents.jsonl"
+    if not path.is_file():
+        raise PddkitError(f"{out} is not a results folder: results.json has a document level "
+                          "but documents.jsonl is missing")
+    docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for agg in doc["aggregations"]:
+        labels_of = [k for k, r in doc["rows"].items() if r["aggregation"] == agg]
+        scored = [d for d in docs if d.get(labels_of[0]) is not None]
+        y = np.array([d["label"] for d in scored], dtype=int)
+        scores = {doc["rows"][k]["method"]: np.array([d[k] for d in scored], dtype=float)
+                  for k in labels_of}
+        blocks.append(Image(f"Document ROC curves ({agg}, {len(scored)} documents)",
+                            f"documents_roc_{agg}.png", plots.roc_png(y, scores, loglog=False)))
+    curve = curve_table(results)
+    if curve is not None:
+        blocks.append(curve)
+        one = len(doc["aggregations"]) == 1
+        rows = [r for r in doc["rows"].values() if r["curve"]]
+        ks = [p["texts_per_document"] for p in rows[0]["curve"]]
+        series = {(r["method"] if one else f"{r['aggregation']}:{r['method']}"):
+                  [p["auc"] for p in r["curve"]] for r in rows}
+        blocks.append(Image("Document AUC by texts per document", "documents_curve.png",
+                            plots.lines_png("texts per document", ks, series,
+                                            "document AUC by texts per document")))
+    return blocks
+
+
 class _FigureMemo:
     """The run's figures kept in the statistics cache's memo (when the run used one and
     that cache folder exists here: a results folder from elsewhere creates nothing), keyed
@@ -217,6 +254,7 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     if validated.rows:
         blocks.append(validated)
     blocks += _images(results, rows)
+    blocks += _document_blocks(results, out)
     cache = cache_line(counts)
     config = {k: results[k] for k in ("config", "models", "counts", "timings_s", "notices",
                                       "pddkit_version") if k in results}

@@ -41,6 +41,24 @@ def validation_table(result: RunResult) -> str:
     return "\n".join(["", *to_text(table)])
 
 
+def documents_table(result: RunResult) -> str:
+    """The document level (SPEC 3c): metrics over documents, then the AUC by texts per
+    document; unlabelled: the number of documents scored (their scores are in documents.jsonl)."""
+    from pddkit.reporting.document_tables import curve_table
+    from pddkit.reporting.document_tables import documents_table as doc_table
+
+    results = result.to_dict()
+    lines = [""]
+    for table in (doc_table(results, terminal=True), curve_table(results, terminal=True)):
+        if table is not None:
+            lines += [*to_text(table), ""]
+    if len(lines) == 1:
+        d = results["documents"]
+        lines.append(f"document level: {d['documents']} documents scored (mean of their texts' "
+                     "scores); no labels, so no metrics")
+    return "\n".join(lines).rstrip()
+
+
 def scored_line(result: RunResult) -> str:
     """'scored N texts with M methods (...)'; the blind baseline is not counted."""
     c = result.counts
