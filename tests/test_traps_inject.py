@@ -279,3 +279,12 @@ def test_generated_traps_injected_into_gutenberg(toy_lm, tmp_path):
             assert text.count(trap.text) == want
         if ins:
             assert all(written[ins.document_id][p:].startswith(trap.text) for p in ins.positions)
+
+
+def test_too_few_members_for_the_repeat_counts_is_refused():
+    tok = word_tokenizer(WORDS)
+    folder = hand_folder(tok)
+    one = dataclasses.replace(folder, traps=tuple(
+        t if t.id == "L3-00000" else dataclasses.replace(t, role=HELD_OUT) for t in folder.traps))
+    with pytest.raises(PddkitError, match=r"^1 member traps cannot go to 2 repeat counts"):
+        inject_traps(one, hand_documents(4), repeats=[1, 2], tokenizer=tok, min_tokens=0)

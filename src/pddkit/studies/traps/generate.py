@@ -1,7 +1,7 @@
 """`traps generate`: trap sequences of exactly L tokens whose perplexity under the
 generating model covers a range, spread evenly over perplexity buckets (Meeus et al.,
-"Copyright Traps for Large Language Models", ICML 2024, arXiv 2402.09363, section 4.1;
-the authors' src/scripts/gen_traps.py and src/utils.py).
+"Copyright Traps for Large Language Models", ICML 2024, arXiv 2402.09363; the authors'
+src/scripts/gen_traps.py and src/utils.py).
 
 As the authors do:
 - sequences start from the start token alone and are sampled over a sweep of temperatures
@@ -19,12 +19,14 @@ As the authors do:
   text is exactly its ids.
 
 Where pddkit differs, and why:
+- the perplexity comes from the sampling pass's own logits (their compute_perplexity runs
+  a second, teacher-forced pass in float16): equal up to float rounding (tested);
 - the temperatures are a list (default 0.5, 0.75, ..., 4.0, the endpoint included; the
   authors' np.arange(0.5, 4, 0.5) stops at 3.5);
 - buckets are filled evenly, not each integer perplexity unit (the authors also give every
   integer perplexity count/100 traps, which forces `count` to be a multiple of 100);
-- sampling never draws a special token or an id the tokenizer lacks (their samples could
-  hold EOS, which retokenization then rejects); the perplexity still uses the full softmax;
+- sampling never draws a special token or an id the tokenizer lacks (their model.generate
+  may end a sample at EOS and pad the rest); the perplexity still uses the full softmax;
 - without `retokenize` a sequence is still kept only if its text encodes to L tokens (the
   authors then keep everything);
 - de-duplication spans all lengths of one call (the authors run one length per call);
@@ -33,7 +35,8 @@ Where pddkit differs, and why:
   samples so far landed in a bucket still open is drawn only every RECHECK-th sweep (on a
   small model most of the default sweep lies far above perplexity 101);
 - half of each (length, bucket) cell is marked MEMBER (to be inserted) and half HELD_OUT,
-  seeded (the authors generate non-member traps separately).
+  seeded (the authors' inject_traps.py inserts every trap of the folder it is given, so
+  their non-member traps are sequences kept out of that folder).
 """
 
 from __future__ import annotations

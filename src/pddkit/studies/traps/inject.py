@@ -1,6 +1,6 @@
 """`traps inject`: each member trap inserted R times into one document at seeded random
 sentence boundaries (Meeus et al., "Copyright Traps for Large Language Models", ICML
-2024, arXiv 2402.09363, section 4.2; the authors' src/scripts/inject_traps.py).
+2024, arXiv 2402.09363; the authors' src/scripts/inject_traps.py).
 
 As the authors do:
 - one trap per document, the documents drawn at random (seeded) among those of at least
@@ -103,14 +103,19 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str]], *,
     if tokenizer is not None:
         _check_tokenizer(folder, tokenizer)
     ids = [d for d, _ in documents]
-    if len(set(ids)) != len(ids):
-        dup = next(d for i, d in enumerate(ids) if d in ids[:i])
-        raise PddkitError(f"document id {dup!r} appears twice: document ids must be unique")
+    seen: set[str] = set()
+    for d in ids:
+        if d in seen:
+            raise PddkitError(f"document id {d!r} appears twice: document ids must be unique")
+        seen.add(d)
     members = [t for t in folder.traps if t.role == MEMBER]
     if not members:
         raise PddkitError("the trap folder holds no member traps to insert")
     rng = random.Random(_digest(seed, "inject"))
     plan, left_out = _assign_repeats(members, repeats, rng)
+    if not plan:
+        raise PddkitError(f"{len(members)} member traps cannot go to {len(repeats)} repeat "
+                          "counts in equal numbers: give fewer `repeats` or generate more traps")
 
     texts = [t for _, t in documents]
     tokens = [0] * len(texts)
