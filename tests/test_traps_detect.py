@@ -63,13 +63,12 @@ def _digest(tok) -> str:
     return "0" * 64 if tok is None else tokenizer_digest(tok)
 
 
-@pytest.fixture(scope="module")
-def tiny_pair(tmp_path_factory):
-    """A random one-layer GPT-2 target and a differently seeded reference, one tokenizer."""
+def save_tiny_pair(root):
+    """(tokenizer, target dir, reference dir): a random one-layer GPT-2 target and a
+    differently seeded reference, one tokenizer."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    root = tmp_path_factory.mktemp("traps-models")
     tok = small_tokenizer()
     dirs = []
     for seed, name in ((0, "target"), (1, "ref")):
@@ -80,6 +79,11 @@ def tiny_pair(tmp_path_factory):
         tok.save_pretrained(root / name)
         dirs.append(root / name)
     return tok, dirs[0], dirs[1]
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory):
+    return save_tiny_pair(tmp_path_factory.mktemp("traps-models"))
 
 
 def _scores(rows):

@@ -171,3 +171,28 @@ TRAPS_GENERATE_OPTIONS = [
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
 ]
 FLAGS.update(_flag_table(TRAPS_GENERATE_OPTIONS), **{"retokenize=False": "--no-retokenize"})
+
+
+TRAPS_INJECT_OPTIONS = [
+    click.option("--traps", required=True, type=click.Path(),
+        help="Trap folder written by `pddkit traps generate`."),
+    click.option("--documents", required=True, type=click.Path(),
+        help="Documents to insert the member traps into: JSONL, CSV, TSV or Parquet, one a row; "
+        "written back in the same format under the same name in --output."),
+    click.option("--repeats", required=True,
+        help="Times a trap is inserted into its document, comma-separated, e.g. 1,10,100; each "
+        "count goes to the same number of traps."),
+    click.option("--min-tokens", default=5000, show_default=True, type=int,
+        help="Insert only into documents of at least this many tokens of the traps' tokenizer."),
+    click.option("--text-field", default="text", show_default=True, help="Column of the texts."),
+    click.option("--id-field", default="id", show_default=True, help="Column of the document ids."),
+    click.option("--tokenizer", default=None,
+        help="Tokenizer (directory or hub id) counting --min-tokens [default: the model the "
+        "traps were generated with, from their manifest]; it must be the traps' own."),
+    *STUDY_OUTPUT_OPTIONS,
+    click.option("--trust-remote-code", is_flag=True,
+        help="Allow a tokenizer's own code from the hub to run (off by default)."),
+    click.option("--local-files-only", is_flag=True,
+        help="Never contact the hub; use local directories and the cache."),
+]
+FLAGS.update(_flag_table(TRAPS_INJECT_OPTIONS))

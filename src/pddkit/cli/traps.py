@@ -99,6 +99,49 @@ def generate(model, lengths, count, ppl_range, buckets, temperatures, jaccard, r
     click.echo(f"traps: {out / 'traps.jsonl'}, manifest: {out / 'manifest.json'}")
 
 
+@traps.command(short_help="Member traps inserted R times each into documents.")
+@options.apply(study_options.TRAPS_INJECT_OPTIONS)
+def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenizer, seed, output,
+           overwrite, trust_remote_code, local_files_only) -> None:
+    """Insert each member trap of a --traps folder --repeats times into one document of
+    --documents at seeded random sentence boundaries (Meeus et al. 2024, section 4.2).
+    Writes the documents (same format and name), and the trap folder with trap-info.jsonl
+    (trap, document, repeats, positions), to --output."""
+    from pddkit.backends.hf_loading import load_tokenizer
+    from pddkit.studies.traps.documents import read_documents, write_documents
+    from pddkit.studies.traps.folder import read_folder
+    from pddkit.studies.traps.inject import check_repeats, inject_traps
+
+    counts = check_repeats(whole_numbers(repeats, "--repeats"))
+    if Path(output).expanduser().resolve() == Path(traps).expanduser().resolve():
+        raise PddkitError(f"--output {output} is the --traps folder: inject into another folder "
+                          "(the generated traps stay as they are)")
+    folder = read_folder(traps)
+    table = read_documents(documents, id_field=id_field, text_field=text_field)
+    out = _trap_output(output, overwrite)
+    tok = None
+    if min_tokens > 0 or tokenizer is not None:  # the traps' own, by default from their manifest
+        name = (tokenizer or (folder.manifest.get("tokenizer") or {}).get("name")
+                or folder.manifest.get("model"))
+        if not name:
+            raise PddkitError(f"{traps}/manifest.json names no tokenizer to count --min-tokens "
+                              "with: pass --tokenizer")
+        tok = load_tokenizer(str(name), trust_remote_code=trust_remote_code,
+                             local_files_only=local_files_only)
+    docs, injected = inject_traps(folder, table.documents, repeats=counts, tokenizer=tok,
+                                  min_tokens=min_tokens, seed=seed)
+    written = write_documents(table, docs, out)
+    injected.write(out)
+    c = injected.injection["counts"]
+    per = ", ".join(f"{n} traps x{r}" for r, n in c["traps_per_repeats"].items())
+    click.echo(f"inserted {c['inserted']} of {c['member_traps']} member traps ({per}; "
+               f"{c['copies']} copies) into {c['with_trap']} of {c['documents']} documents "
+               f"({c['too_short']} under {min_tokens} tokens)"
+               + (f"; {c['not_inserted']} member traps left out so every repeat count gets "
+                  "as many" if c["not_inserted"] else ""))
+    click.echo(f"documents: {written}, trap folder: {out}")
+
+
 @traps.command(short_help="Inserted vs held-out traps: AUC per length x repeats x perplexity.")
 @options.apply(study_options.TRAPS_DETECT_OPTIONS)
 def detect(model, ref_model, traps, methods, freq, n_bootstrap, seed, output, overwrite, cache,

@@ -34,7 +34,16 @@ def _load_all() -> None:
     """Import every study module (each registers itself). The contamination simulation is
     part of the sandbox (`pddkit sandbox --contaminate`), not a study of its own."""
     from pddkit.studies import audit, compare, infer  # noqa: F401
-    from pddkit.studies.traps import detect  # noqa: F401
+    from pddkit.studies.traps import detect, generate, inject
+
+    paper = detect.PAPER  # copyright traps: one entry per step (detect registers itself)
+    for name, fn, what in (
+            ("traps generate", generate.generate_traps, "Trap sequences of exact token lengths "
+             "spread over a perplexity range, half to insert, half held out"),
+            ("traps inject", inject.inject_traps, "Member traps inserted R times each into "
+             "documents at random sentence boundaries")):
+        if name not in STUDIES.names():  # unless the step's module registered itself
+            register_study(name, what, paper)(fn)
 
 
 STUDIES.set_loader(_load_all)

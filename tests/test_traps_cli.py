@@ -1,0 +1,143 @@
+"""`pddkit traps generate | inject | detect` from the command line (Meeus et al. 2024,
+copyright traps): flags parsed with the flag named in errors, refusals before any model
+loads, `pddkit list` naming the three steps, and end to end on tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import run_cli
+from test_traps_detect import build_folder, hand_auc, save_tiny_pair
+
+from pddkit.cli.traps import number_range, whole_numbers
+from pddkit.errors import PddkitError
+
+NO_MODEL = "/nonexistent/model/dir"
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tmp_path_factory):
+    return save_tiny_pair(tmp_path_factory.mktemp("traps-cli-models"))
+
+
+def one_line(err: str) -> str:
+    return " ".join(err.split())
+
+
+def test_list_names_the_three_trap_steps(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    for step in ("traps generate", "traps inject", "traps detect"):
+        assert f"  {step} " in out, step
+
+
+def test_parsers_name_the_flag():
+    assert whole_numbers("25, 50,100", "--lengths") == (25, 50, 100)
+    assert number_range("0.5:4:0.25", "--temperatures") == tuple(0.5 + 0.25 * i for i in range(15))
+    assert number_range("0.5:1.9:0.5", "--temperatures") == (0.5, 1.0, 1.5)
+    assert number_range("0.7,1.5", "--temperatures") == (0.7, 1.5)
+    for text, sentence in (("25,x", "--lengths '25,x' must be whole numbers"),
+                           ("0", "--lengths '0' must be whole numbers of at least 1")):
+        with pytest.raises(PddkitError, match=sentence):
+            whole_numbers(text, "--lengths")
+    for text, sentence in (("1:2", "must be start:stop:step"), ("2:1:0.5", "positive step"),
+                           ("1:2:0", "positive step"), ("a,b", "numbers separated by commas")):
+        with pytest.raises(PddkitError, match=sentence):
+            number_range(text, "--temperatures")
+
+
+@pytest.mark.parametrize("extra, sentence", [
+    (["--count", "7", "--buckets", "2"], "--count 7 is not a positive multiple of --buckets 2"),
+    (["--count", "4", "--ppl-range", "1"], "--ppl-range '1' must be two numbers"),
+    (["--count", "4", "--temperatures", "1:x:2"], "--temperatures '1:x:2' must be start:stop:step"),
+    (["--count", "4", "--lengths", "4,a"], "--lengths '4,a' must be whole numbers"),
+])
+def test_generate_refuses_bad_options_before_the_model_loads(tmp_path, capsys, extra, sentence):
+    args = ["traps", "generate", "--model", NO_MODEL, "--lengths", "4", "--buckets", "2",
+            "--output", tmp_path / "gen", *extra]
+    code, _, err = run_cli(capsys, *args)
+    assert code == 1 and sentence in one_line(err), err
+    assert "Traceback" not in err
+
+
+def test_detect_refuses_a_folder_never_injected(tmp_path, capsys):
+    folder = build_folder(None, inject=False).write(tmp_path / "gen")
+    code, _, err = run_cli(capsys, "traps", "detect", "--model", NO_MODEL, "--traps", folder,
+                           "--output", tmp_path / "out")
+    assert code == 1 and "inject them first" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_detect_end_to_end(tiny_pair, tmp_path, capsys):
+    tok, target, ref = tiny_pair
+    folder = build_folder(tok).write(tmp_path / "injected")
+    args = ["traps", "detect", "--model", target, "--ref-model", ref, "--traps", folder,
+            "--device", "cpu", "--bootstrap", "50", "--output", tmp_path / "out"]
+    code, out, err = run_cli(capsys, *args)
+    assert code == 0, err
+    assert "AUC [95% CI] of ref, inserted vs held-out traps (Table 2 layout)" in out
+    assert "Figure 3 layout" in out and "L8 x4" in out
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
+    cell = next(c for c in saved["table"] if (c["length"], c["repeats"]) == (8, 4))
+    pos = [r["ref"] for r in rows if r["label"] == 1 and r["length"] == 8 and r["repeats"] == 4]
+    neg = [r["ref"] for r in rows if r["label"] == 0 and r["length"] == 8]
+    assert cell["metrics"]["ref"]["auc"] == pytest.approx(hand_auc(pos, neg))
+    assert saved["configuration"]["n_bootstrap"] == 50
+    # the report rebuilds from results.json alone
+    (tmp_path / "out" / "report.html").unlink()
+    code, out, err = run_cli(capsys, "report", tmp_path / "out")
+    assert code == 0 and "Table 2 layout" in (tmp_path / "out" / "report.html").read_text()
+    # the same --output again: refused, one sentence naming --overwrite
+    code, _, err = run_cli(capsys, *args)
+    assert code == 1 and "--overwrite" in err
+
+
+@pytest.mark.slow
+def test_generate_inject_detect_end_to_end(tiny_pair, tmp_path, capsys):
+    """The three steps on a random tiny model (its perplexities lie near its vocabulary
+    size, hence --ppl-range 150,450): exact lengths, each inserted trap R times in the
+    written documents, no held-out trap in any, and detect's cells over them."""
+    from pddkit.studies.traps.folder import read_folder
+
+    tok, target, ref = tiny_pair
+    code, out, err = run_cli(capsys, "traps", "generate", "--model", target, "--lengths", "3,5",
+                             "--count", "8", "--ppl-range", "150,450", "--buckets", "2",
+                             "--temperatures", "0.5:2:0.5", "--no-retokenize", "--batch-size",
+                             "64", "--max-tries", "4000", "--device", "cpu", "--output",
+                             tmp_path / "gen")
+    assert code == 0, err
+    generated = read_folder(tmp_path / "gen")
+    assert len(generated.traps) == 16 and not generated.insertions
+    for t in generated.traps:
+        assert len(tok(t.text, add_special_tokens=False)["input_ids"]) == t.length
+    sentences = ["The fox ran.", "A dog slept!", "Was it lazy?", "Brown leaves fell.",
+                 "The quick one jumps."]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"id": f"d{i}", "text": " ".join(sentences * 2), "n": i})
+                            + "\n" for i in range(20)))
+    code, out, err = run_cli(capsys, "traps", "inject", "--traps", tmp_path / "gen", "--documents",
+                             docs, "--repeats", "1,4", "--min-tokens", "10", "--output",
+                             tmp_path / "inj")
+    assert code == 0, err
+    assert "inserted 8 of 8 member traps (4 traps x1, 4 traps x4; 20 copies)" in out
+    injected = read_folder(tmp_path / "inj")
+    written = {json.loads(x)["id"]: json.loads(x)["text"]
+               for x in (tmp_path / "inj" / "docs.jsonl").read_text().splitlines()}
+    assert sorted(i.repeats for i in injected.insertions) == [1] * 4 + [4] * 4
+    by_id = {t.id: t for t in injected.traps}
+    for ins in injected.insertions:
+        assert written[ins.document_id].count(by_id[ins.trap_id].text) == ins.repeats
+    inserted = {i.trap_id for i in injected.insertions}
+    for t in injected.traps:
+        if t.id not in inserted:
+            assert all(t.text not in text for text in written.values())
+    code, _, err = run_cli(capsys, "traps", "detect", "--model", target, "--ref-model", ref,
+                           "--traps", tmp_path / "inj", "--device", "cpu", "--output",
+                             tmp_path / "det")
+    assert code == 0, err
+    saved = json.loads((tmp_path / "det" / "results.json").read_text())
+    assert saved["counts"]["inserted"] == 8 and saved["counts"]["held_out"] == 8
+    assert [(c["length"], c["repeats"]) for c in saved["table"]] == [(3, 1), (3, 4), (5, 1), (5, 4)]
+    assert all(c["n_members"] == 2 and c["n_nonmembers"] == 4 for c in saved["table"])
