@@ -182,6 +182,9 @@ SANDBOX_OPTIONS = [
         help="Long files are cut into documents of about this many words."),
     click.option("--windows", default="32,64,128", show_default=True, help="Window lengths in words."),
     click.option("--windows-per-doc", default=2, show_default=True),
+    click.option("--documents", default=None,
+        help="Also score each document from its windows (its group): mean, share or "
+        "classifier, comma-separated (as `pddkit run --documents`)."),
     click.option("--methods", default="all", show_default=True),
     click.option("--mask-model", default=None,
         help="Fill-mask model (local directory or hub id) for `neighbor`; without one "

@@ -12,7 +12,7 @@ from pddkit.cli.app import cli
 @options.apply(options.SANDBOX_OPTIONS)
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
-            windows_per_doc, methods, mask_model, probe_lrs, shots, n_bootstrap, seed, contaminate,
+            windows_per_doc, documents, methods, mask_model, probe_lrs, shots, n_bootstrap, seed, contaminate,
             contamination_repeats, contamination_poisson, contamination_fraction,
             overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
@@ -26,7 +26,8 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         background=background, repeats=repeats, epochs=epochs,
                         ref_epochs=ref_epochs, lr=lr,
                         layers=layers, width=width, context=context, windows=wins,
-                        windows_per_doc=windows_per_doc, methods=methods,
+                        windows_per_doc=windows_per_doc,
+                        documents=options.names(documents, "--documents"), methods=methods,
                         mask_model=mask_model, probe_lrs=options.floats(probe_lrs, "--probe-lrs"),
                         shots=shots, n_bootstrap=n_bootstrap, seed=seed, base_model=base_model,
                         device=device, contaminate=contaminate,

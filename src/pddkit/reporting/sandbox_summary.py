@@ -5,6 +5,7 @@ folder that was moved or copied still rebuilds (`pddkit report DIR`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from pddkit.evaluation.blind_verdict import RULE as BLIND_RULE
@@ -109,6 +110,27 @@ def tables(summary: dict) -> list[Table]:
     return out
 
 
+def document_tables(summary: dict) -> list[Table]:
+    """A single run with a document level: per window length, its documents table and the
+    document AUC by the number of windows per document used (reporting/document_tables)."""
+    from pddkit.reporting.document_tables import curve_table, documents_table
+
+    if summary["sweep"]:
+        return []
+    out = []
+    for w, entry in summary["runs"][0]["windows"].items():
+        if not entry.get("documents"):
+            continue
+        results = {"methods": {m: {"metrics": {"auc": a}} for m, a in entry["auc"].items()},
+                   "documents": entry["documents"]}
+        for table in (documents_table(results, terminal=True), curve_table(results, terminal=True)):
+            if table is not None:
+                out.append(replace(table, title=f"{w}-word windows, {table.title.rstrip(':')}",
+                                   header=tuple(h.replace("text", "window") if i >= 2 else h
+                                                for i, h in enumerate(table.header))))
+    return out
+
+
 def ground_truth_line(summary: dict) -> str | None:
     """The verified-ground-truth sentence (None in a summary written before it existed)."""
     return (summary.get("ground_truth") or {}).get("line")
@@ -128,7 +150,7 @@ def _blind_warnings(summary: dict) -> list[str]:
 def summary_text(summary: dict) -> str:
     line = ground_truth_line(summary)
     lines = [line] if line else []
-    for table in tables(summary):
+    for table in [*tables(summary), *document_tables(summary)]:
         lines += ["", *to_text(table)]
     lines.append("* = best detection method in the column; blind = model-free baseline "
                  f"({BLIND_RULE})")
@@ -155,6 +177,7 @@ def write_summary(out: str | Path, summary: dict) -> Path:
         blocks.append(Notice((dedup,) if dedup else (), kind="verified",
                              lead=f"{line[:1].upper() + line[1:]}."))
     blocks += tables(summary)
+    blocks += document_tables(summary)
     blocks.append(Notice(("* best detection method in the column; blind = model-free baseline, "
                           "which should stay near 0.5 here because members and non-members "
                           "are drawn from one corpus.",)))

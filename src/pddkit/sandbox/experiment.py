@@ -68,6 +68,9 @@ class SandboxConfig:
     shots: int = 7
     n_bootstrap: int = 1000
     seed: int = 0
+    # document level of each window length (SPEC 3c): a document's windows (windows_per_doc)
+    # aggregated by "mean", "share" and/or "classifier"
+    documents: tuple[str, ...] = ()
     base_model: str | None = None  # pretrained causal LM (directory or hub id) to go on from
     device: str = "auto"  # where models are trained and run
     # benchmark contamination (sandbox.contamination): a table of formatted examples, of
@@ -265,7 +268,8 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                        prefix_data=None if prefix_data is None else str(prefix_data),
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
                        probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
-                       probe_load=probe_load, probe_lrs=cfg.probe_lrs)
+                       probe_load=probe_load, probe_lrs=cfg.probe_lrs,
+                       documents=cfg.documents if what.endswith("windows") else ())
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
         wdir = result.write(wdir)
         if result.probe is not None:
@@ -278,6 +282,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
             "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in metrics.items()},
             "tpr@0.05": {k: m.tpr[0.05] for k, m in metrics.items()},
             "blind_warn": None if result.blind is None else result.blind.warn,
+            **({"documents": result.documents.to_dict()} if result.documents is not None else {}),
         }
 
     per_window = {str(w): score(datasets[w], run_dir / f"window-{w}", f"{w}-word windows",
