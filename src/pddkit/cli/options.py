@@ -209,6 +209,21 @@ SANDBOX_OPTIONS = [
         "--contamination-repeats."),
     click.option("--contamination-fraction", default=0.5, show_default=True, type=float,
         help="Share of the examples inserted as contaminants (the rest are held out)."),
+    click.option("--traps", default=0, show_default=True, type=int,
+        help="Copyright traps per length (Meeus et al. 2024), generated with the reference "
+        "model: half inserted into carrier documents the target trains on, half held out; "
+        "each run is also evaluated on them (0: no traps)."),
+    click.option("--trap-lengths", default="25,50", show_default=True,
+        help="Trap lengths in tokens of the sandbox tokenizer, comma-separated."),
+    click.option("--trap-repeats", default="1,4,16", show_default=True,
+        help="Copies of an inserted trap in its carrier (per epoch), given in turn to equal "
+        "numbers of traps, comma-separated."),
+    click.option("--trap-ppl-range", default="1,101", show_default=True,
+        help="low,high: the perplexity range [low, high) under the reference model the traps "
+        "cover (the paper's 1,101)."),
+    click.option("--trap-buckets", default=10, show_default=True, type=int,
+        help="Equal-width perplexity buckets over --trap-ppl-range; --traps must be a "
+        "multiple."),
     click.option("--overwrite", is_flag=True,
         help="Replace the sandbox results already in --output (else such a folder is refused)."),
 ]

@@ -13,8 +13,8 @@ from pddkit.cli.app import cli
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,
             windows_per_doc, documents, methods, mask_model, probe_lrs, shots, n_bootstrap, seed, contaminate,
-            contamination_repeats, contamination_poisson, contamination_fraction,
-            overwrite) -> None:
+            contamination_repeats, contamination_poisson, contamination_fraction, traps,
+            trap_lengths, trap_repeats, trap_ppl_range, trap_buckets, overwrite) -> None:
     """Train a model on chosen documents (from scratch, or going on from --base-model),
     then detect them (ground truth)."""
     from pddkit.reporting.sandbox_summary import summary_text
@@ -33,10 +33,27 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         device=device, contaminate=contaminate,
                         contamination_repeats=contamination_repeats,
                         contamination_poisson=contamination_poisson,
-                        contamination_fraction=contamination_fraction)
+                        contamination_fraction=contamination_fraction, traps=traps,
+                        trap_lengths=_ints(trap_lengths, "--trap-lengths"),
+                        trap_repeats=_ints(trap_repeats, "--trap-repeats"),
+                        trap_ppl_range=options.floats(trap_ppl_range, "--trap-ppl-range"),
+                        trap_buckets=trap_buckets)
     from pddkit import output_dir
 
     output_dir.prepare(output, overwrite)  # before any training: fail early, lose nothing
     summary = run_sandbox(cfg, output, sweep=sweep)
     click.echo(summary_text(summary))
     click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")
+
+
+def _ints(text: str, option: str) -> tuple[int, ...]:
+    """'1,4,16' -> (1, 4, 16), in the order given; `option` names the flag in the error."""
+    from pddkit.errors import PddkitError
+
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be whole numbers separated by commas") from None
+    if not values:
+        raise PddkitError(f"{option} needs at least one value")
+    return values

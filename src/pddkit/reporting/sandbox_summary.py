@@ -1,5 +1,7 @@
 """Sandbox summary: AUC per method per window length (and per sweep value), as terminal
-tables, report.md and a self-contained report.html linking each window's full report.
+tables, report.md and a self-contained report.html linking each window's full report; with
+traps, each run's AUC of inserted vs held-out traps by length x repeats (its traps report
+linked).
 Everything is read from summary.json's content and the folder it sits in, so a sandbox
 folder that was moved or copied still rebuilds (`pddkit report DIR`)."""
 
@@ -131,6 +133,42 @@ def document_tables(summary: dict) -> list[Table]:
     return out
 
 
+TRAPS = "traps"  # the key of a run's inserted-vs-held-out traps evaluation (sandbox.traps)
+
+
+def traps_tables(summary: dict) -> list[Table]:
+    """Per run with traps: AUC of the traps inserted R times vs the held-out traps of their
+    length, rows methods, columns length x repeats (inserted traps in the cell)."""
+    out = []
+    for run in summary["runs"]:
+        t = run.get(TRAPS)
+        if not t:
+            continue
+        cells = {f"{c['length']}x{c['repeats']}": c for c in t["cells"]}
+        held = {c["length"]: c["nonmembers"] for c in t["cells"]}
+        title = ("Traps: AUC by length x repeats" + (f", {run['name']}" if summary["sweep"] else "")
+                 + " (inserted vs held-out traps of the length: "
+                 + ", ".join(f"{n} held out of length {L}" for L, n in held.items()) + ")")
+        header = ("method", *[f"L={c['length']}, R={c['repeats']} ({c['members']})"
+                              for c in cells.values()])
+        out.append(_table(title, header, t["methods"], list(cells), lambda k, m, cells=cells: Num(
+            cells[k]["auc"][m], None if summary["sweep"] or not cells[k]["auc_ci"][m]
+            else tuple(cells[k]["auc_ci"][m]))))
+    return out
+
+
+def traps_note(summary: dict) -> str | None:
+    """What became of the generated traps (None without traps)."""
+    c = summary.get(TRAPS)
+    if not c:
+        return None
+    per = ", ".join(f"{n} x R={r}" for r, n in c["traps_per_repeats"].items())
+    return (f"Traps: {c['generated']} generated with the reference model, {c['dropped']} dropped "
+            f"for sharing text with the corpus or another trap; {c['inserted']} inserted ({per}), "
+            f"each into its own carrier document (joined from {c['carrier_documents']} unused "
+            f"corpus documents, trained on once per epoch), {c['held_out']} held out.")
+
+
 def ground_truth_line(summary: dict) -> str | None:
     """The verified-ground-truth sentence (None in a summary written before it existed)."""
     return (summary.get("ground_truth") or {}).get("line")
@@ -150,8 +188,10 @@ def _blind_warnings(summary: dict) -> list[str]:
 def summary_text(summary: dict) -> str:
     line = ground_truth_line(summary)
     lines = [line] if line else []
-    for table in [*tables(summary), *document_tables(summary)]:
+    for table in [*tables(summary), *document_tables(summary), *traps_tables(summary)]:
         lines += ["", *to_text(table)]
+    if traps_note(summary):
+        lines += ["", traps_note(summary)]
     lines.append("* = best detection method in the column; blind = model-free baseline "
                  f"({BLIND_RULE})")
     return "\n".join(lines + _blind_warnings(summary))
@@ -178,6 +218,9 @@ def write_summary(out: str | Path, summary: dict) -> Path:
                              lead=f"{line[:1].upper() + line[1:]}."))
     blocks += tables(summary)
     blocks += document_tables(summary)
+    blocks += traps_tables(summary)
+    if traps_note(summary):
+        blocks.append(Notice((traps_note(summary),)))
     blocks.append(Notice(("* best detection method in the column; blind = model-free baseline, "
                           "which should stay near 0.5 here because members and non-members "
                           "are drawn from one corpus.",)))
@@ -194,6 +237,8 @@ def write_summary(out: str | Path, summary: dict) -> Path:
                                         else f"{key}-word windows"),
                    (result_dir(".", r, key) / "report.html").as_posix())
                   for r in summary["runs"] for key in _run_keys(r))
+    links += tuple((f"{r['name']}, traps", f"{r[TRAPS]['dir']}/report.html")
+                   for r in summary["runs"] if r.get(TRAPS))
     blocks.append(Links("Full reports", links))
     blocks.append(Config({"config": summary["config"], "corpus": corpus}))
     html_path, _ = write_page(Page("pddkit sandbox", tuple(blocks)), out)

@@ -13,6 +13,10 @@ contaminants, inserted whole into every target's training documents a drawn numb
 times, and held-out examples; each run is also evaluated on contaminants vs held-out
 examples (RUN/contamination), with the AUC per number of copies.
 
+With `traps` (sandbox.traps), copyright traps are generated once with the reference model,
+inserted into dedicated carrier documents that every target trains on, and each run is
+also evaluated on inserted vs held-out traps (RUN/traps), with the AUC per length x repeats.
+
 With a base model (`--base-model`, any pretrained causal LM), the target is that model
 pre-trained further on the members (its own tokenizer), and the reference model is the
 base model itself, as it was before it saw them.
@@ -84,6 +88,14 @@ class SandboxConfig:
     contamination_repeats: int = 1
     contamination_poisson: bool = True
     contamination_fraction: float = 0.5
+    # copyright traps (sandbox.traps): `traps` per length of `trap_lengths` tokens (0: none),
+    # generated with the reference model over `trap_buckets` perplexity buckets of
+    # `trap_ppl_range`, half inserted into carrier documents, each `trap_repeats` times in turn
+    traps: int = 0
+    trap_lengths: tuple[int, ...] = (25, 50)
+    trap_repeats: tuple[int, ...] = (1, 4, 16)
+    trap_ppl_range: tuple[float, float] = (1.0, 101.0)
+    trap_buckets: int = 10
 
     @property
     def learning_rate(self) -> float:
@@ -114,7 +126,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
     from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
     from pddkit.resources.frequency import build_frequency_table
-    from pddkit.sandbox import contamination, ground_truth, training
+    from pddkit.sandbox import contamination, ground_truth, training, traps
     from pddkit.sandbox.corpus import load_corpus
     from pddkit.sandbox.split import split_documents
 
@@ -136,6 +148,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                                                 "contamination-repeats" else [])])
         if low < 1:
             raise PddkitError(f"`contamination_repeats` must be at least 1, not {low}")
+    traps.check_options(cfg)
     device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
@@ -144,7 +157,9 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     n_background = max([cfg.background, *(swept[1] if swept and swept[0] == "background"
                                            else [])])
     split = split_documents(corpus, cfg.members, cfg.reference, n_background,
-                            min_words=max(cfg.windows), seed=cfg.seed)
+                            min_words=max(cfg.windows), seed=cfg.seed,
+                            carriers=traps.carriers_needed(cfg),
+                            carrier_boundaries=max(cfg.trap_repeats) if cfg.traps else 1)
     split.write(out / "split.json")
     nd = split.near_duplicates
     logger.info("corpus %s: %d documents; split %d members, %d non-members, %d reference, "
@@ -183,13 +198,15 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                                  batch_size=cfg.train_batch, seed=cfg.seed + 1)
         ref_path = str(training.save(ref_model, tok, out / "reference-model"))
     ref_lm = load_model(ref_path, device=device, dtype="float32", role="reference model")
+    strap = traps.prepare(cfg, ref_lm, tok, split, out) if cfg.traps else None
 
     values = swept[1] if swept else [None]
     runs = []
     for value in values:
         run_cfg = replace(cfg, **{_field(swept[0]): value}) if swept else cfg
         run_dir = out / (f"{swept[0]}={value}" if swept else "run")
-        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device, csplit))
+        runs.append(_train_and_evaluate(run_cfg, split, tok, ref_lm, out, run_dir, device, csplit,
+                                        strap))
     truth = ground_truth.verify_sandbox(out, [out / r["dir"] for r in runs], cfg.base_model,
                                         cfg.tokenizer)
     summary = {"ground_truth": truth,
@@ -203,6 +220,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                "contamination": None if csplit is None else {
                    **csplit.counts(), "poisson": cfg.contamination_poisson,
                    "fraction": cfg.contamination_fraction},
+               "traps": None if strap is None else strap.counts,
                "runs": runs, "seconds": time.perf_counter() - t_start}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     from pddkit.reporting.sandbox_summary import write_summary
@@ -212,12 +230,12 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
 
 
 def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_dir: Path,
-                        device: str, csplit=None) -> dict:
+                        device: str, csplit=None, strap=None) -> dict:
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.reporting.report import write_report
-    from pddkit.sandbox import contamination, ground_truth, shots, training
+    from pddkit.sandbox import contamination, ground_truth, shots, training, traps
     from pddkit.sandbox.split import windows
 
     crows = cdata = occurrences = None
@@ -229,7 +247,10 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
         ground_truth.write_jsonl(run_dir / contamination.FOLDER / contamination.EVALUATED,
                                  contamination.evaluated_rows(cdata, occurrences))
         crows = contamination.training_rows(csplit, occurrences)
-    texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background, crows)
+    if strap is not None:  # RUN/traps: the injected trap folder, checked with the rest
+        strap.write(run_dir)
+    texts = ground_truth.write_train_documents(run_dir, split, cfg.repeats, cfg.background, crows,
+                                               strap.rows if strap else ())
     datasets, pools = {}, {}
     evaluated, held = split, ()
     if shots.needs_shots(cfg.methods):  # member shots: trained on, never evaluated
@@ -245,9 +266,10 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     # checked from the files before any training; again for the summary at the end
     ground_truth.verify_run(out, run_dir, tokenizer_texts=not (cfg.tokenizer or cfg.base_model))
     logger.info("training the target model%s: %d members x %d repeats + %d background + %d "
-                "contaminant copies, %d epochs, lr %g",
+                "contaminant copies + %d trap carriers, %d epochs, lr %g",
                 f" from {cfg.base_model}" if cfg.base_model else "", len(split.members),
-                cfg.repeats, cfg.background, sum(occurrences or ()), cfg.epochs, cfg.learning_rate)
+                cfg.repeats, cfg.background, sum(occurrences or ()),
+                len(strap.rows) if strap else 0, cfg.epochs, cfg.learning_rate)
     if cfg.base_model:
         model = load_model(cfg.base_model, device=device, dtype="float32", role="base model").model
     else:
@@ -297,6 +319,8 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                                                "contaminants vs held-out examples")
         drawn = {e.id: k for e, k in zip(csplit.contaminants, occurrences)}
         entry["contamination"].update(_by_occurrences(result, drawn))
+    if strap is not None:
+        entry["traps"] = traps.evaluate(cfg, out, run_dir, lm, ref_lm, device)
     return entry
 
 

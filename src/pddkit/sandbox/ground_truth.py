@@ -6,11 +6,14 @@ Files, each one JSON object a line:
 - OUTPUT/reference-pool.jsonl: `id`, `text` (reference model, frequency table, probe data);
 - OUTPUT/tokenizer-texts.jsonl: `id`, `text` the sandbox BPE was trained on (only when the
   sandbox trains it: not with --tokenizer or --base-model);
-- RUN/train-documents.jsonl: `id`, `role` (member / background), `repeats`, `text`: exactly
-  what that run's target model was trained on (each text `repeats` times per epoch);
+- RUN/train-documents.jsonl: `id`, `role` (member / background / contaminant /
+  trap-carrier), `repeats`, `text`: exactly what that run's target model was trained on
+  (each text `repeats` times per epoch);
 - RUN/window-W/windows.jsonl: `id`, `text`, `label`, `group` of the windows scored;
 - with `contaminate`, the files of sandbox.contamination (checked by its `verify`, called
-  from `verify_run`): benchmark examples inserted into the training documents.
+  from `verify_run`): benchmark examples inserted into the training documents;
+- with `traps`, OUTPUT/traps and RUN/traps (checked by sandbox.traps.verify, called from
+  `verify_run`): copyright traps inserted into carrier documents, and held-out traps.
 
 `verify_run` re-reads these files, independently of how the split was made, and raises
 PddkitError unless every member window is verbatim training text of its document, no
@@ -29,7 +32,7 @@ from pathlib import Path
 from pddkit.data.ngrams import N, ngram_hashes
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
-from pddkit.sandbox import contamination
+from pddkit.sandbox import contamination, traps
 
 logger = logging.getLogger(__name__)
 
@@ -67,20 +70,22 @@ def write_split_texts(out: Path, split, tokenizer_texts: list[dict] | None) -> N
 
 
 def write_train_documents(run_dir: Path, split, repeats: int, background: int,
-                          contaminants: list[dict] | None = None) -> list[str]:
+                          contaminants: list[dict] | None = None,
+                          carriers: Iterable[dict] = ()) -> list[str]:
     """RUN/train-documents.jsonl; returns the training texts (members x repeats, then
-    background, then each contaminant row's text `repeats` times), built from the rows
-    written. The trainer shuffles them every epoch: each copy of a contaminant lands whole
-    at a random position among the documents."""
+    background, then each contaminant's and trap carrier's row text `repeats` times), built
+    from the rows written. The trainer shuffles them every epoch: each copy of a
+    contaminant lands whole at a random position among the documents."""
     rows = [{"id": d.id, "role": "member", "repeats": repeats, "text": d.text}
             for d in split.members]
     rows += [{"id": d.id, "role": "background", "repeats": 1, "text": d.text}
              for d in split.background[:background]]
-    rows += contaminants or []
+    rows += [*(contaminants or []), *carriers]
     write_jsonl(run_dir / TRAIN, rows)
     members = [r["text"] for r in rows if r["role"] == "member"]
     return (members * repeats + [r["text"] for r in rows if r["role"] == "background"]
-            + [r["text"] for r in rows if r["role"] == "contaminant" for _ in range(r["repeats"])])
+            + [r["text"] for r in rows if r["role"] in ("contaminant", traps.CARRIER)
+               for _ in range(r["repeats"])])
 
 
 def write_windows(wdir: Path, dataset: Dataset, name: str = WINDOWS) -> Path:
@@ -104,6 +109,7 @@ class RunCheck:
     evaluated_documents: int
     evaluated_documents_shared: int  # share a run with the reference pool / tokenizer texts
     contamination: contamination.ContaminationCheck | None = None  # with `contaminate`
+    traps: traps.TrapCheck | None = None  # with `traps`
     shots: int = 0  # recall / conrecall shots (sandbox.shots), every window length
     shots_wrong: int = 0  # a member shot not verbatim training text of a held-out document,
     # a non-member shot sharing a run with training text, or a shot sharing one with an
@@ -152,6 +158,8 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
         ref_grams |= ngram_hashes(t)
     cc = (contamination.verify(out, run_dir, list(train.values()), ref_texts, ref_grams)
           if contamination.present(out, run_dir) else None)  # raises on a failure
+    tc = (traps.verify(out, run_dir, list(train.values()), ref_texts, ref_grams)
+          if traps.present(out, run_dir) else None)  # raises on a failure
     files = sorted(run_dir.glob(f"window-*/{WINDOWS}"))
     if not files:
         raise PddkitError(f"ground truth check: {run_dir} holds no window-*/{WINDOWS}")
@@ -182,7 +190,7 @@ def verify_run(out: Path, run_dir: Path, tokenizer_texts: bool = True) -> RunChe
                                        for i in nonmembers),
         evaluated_documents=len(evaluated),
         evaluated_documents_shared=sum(not g.isdisjoint(ref_grams) for g in doc_grams.values()),
-        contamination=cc, shots=shots, shots_wrong=wrong)
+        contamination=cc, traps=tc, shots=shots, shots_wrong=wrong)
     if check.failures:
         raise PddkitError(f"ground truth check failed for {run_dir}: "
                           + "; ".join(check.failures))
@@ -249,6 +257,10 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
         else:  # Poisson draws differ between runs: each run's own counts
             line += "; contamination: " + "; ".join(
                 f"{k.run}: {k.contamination.sentence()}" for k in checks)
+    if c.traps is not None:
+        said = [k.traps.sentence(not (tokenizer or base_model)) for k in checks]
+        line += ("; traps: " + said[0] if len(set(said)) == 1 else "; traps: " + "; ".join(
+            f"{k.run}: {s}" for k, s in zip(checks, said)))
     if base_model:
         line += ("; the base model's own pre-training data is unknown: only what the sandbox "
                  "added is checked")

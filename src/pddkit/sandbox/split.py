@@ -10,6 +10,14 @@ other goes to the role that is least filled. This implies the ground-truth rules
 section 7: training text (members, background) shares no run with a non-member, and the
 reference pool and tokenizer text (reference pool, background) share none with an evaluated
 document.
+
+Trap carriers (sandbox.traps): after every role is full, the documents left, in the same
+seeded order, that share no run of 13 words with a member, non-member or reference-pool
+document are joined, in turn and separated by a blank line, into carriers of at least
+`carrier_boundaries` sentence boundaries each (studies.traps.inject.sentence_boundaries), so
+that a trap repeated that many times finds as many distinct places. Carriers are training
+text (like background) but never background: no background sweep draws them, and the four
+roles, hence the tokenizer and the reference model, are the same with carriers or without.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from pddkit.data.ngrams import N, ngram_hashes
@@ -26,6 +34,7 @@ from pddkit.errors import PddkitError
 from pddkit.sandbox.corpus import Corpus, Document
 
 ROLES = ("member", "nonmember", "reference", "background")
+CARRIER = "trap-carrier"  # a document joined into a trap carrier (sandbox.traps)
 _WORD = re.compile(r"\S+")
 
 
@@ -38,6 +47,8 @@ class NearDuplicates:
     dropped_role_full: int = 0  # share a run with a role that was already full
     dropped_two_roles: int = 0  # share runs with documents of two roles or more
     ngram: int = N
+    carrier_examined: int = 0  # documents looked at after the roles were full, for carriers
+    carrier_dropped: int = 0  # of those, sharing a run with a member, non-member or reference
 
     @property
     def dropped(self) -> int:
@@ -53,17 +64,20 @@ class Split:
     too_short: int  # documents shorter than the longest window, not used
     seed: int
     near_duplicates: NearDuplicates = NearDuplicates()
+    carriers: tuple[Document, ...] = ()  # trap carriers, each joined from `carrier_parts`
+    carrier_parts: tuple[tuple[str, ...], ...] = ()  # the document ids each carrier joins
 
     def roles(self) -> dict[str, str]:
         out = {}
         for role, docs in zip(ROLES, (self.members, self.nonmembers, self.reference,
                                       self.background)):
             out.update({d.id: role for d in docs})
+        out.update({i: CARRIER for parts in self.carrier_parts for i in parts})
         return out
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)
-        counts = {r: sum(1 for v in self.roles().values() if v == r) for r in ROLES}
+        counts = {r: sum(1 for v in self.roles().values() if v == r) for r in (*ROLES, CARRIER)}
         nd = {**asdict(self.near_duplicates), "dropped": self.near_duplicates.dropped}
         path.write_text(json.dumps({"seed": self.seed, "counts": counts,
                                     "too_short": self.too_short, "near_duplicates": nd,
@@ -72,10 +86,12 @@ class Split:
 
 
 def split_documents(corpus: Corpus, n_members: int, n_reference: int, n_background: int,
-                    min_words: int, seed: int = 0) -> Split:
+                    min_words: int, seed: int = 0, carriers: int = 0,
+                    carrier_boundaries: int = 1) -> Split:
     """Members and non-members (n_members each), reference pool and background documents,
     drawn without replacement from documents of at least `min_words` words, so that no two
-    documents of different roles share a run of 13 words (module docstring)."""
+    documents of different roles share a run of 13 words; then `carriers` trap carriers of
+    at least `carrier_boundaries` sentence boundaries each (module docstring)."""
     eligible = [d for d in corpus.documents if len(d.text.split()) >= min_words]
     need = 2 * n_members + n_reference + n_background
     needs = (f"this split needs {need} (2 x {n_members} members/non-members + {n_reference} "
@@ -91,8 +107,10 @@ def split_documents(corpus: Corpus, n_members: int, n_reference: int, n_backgrou
     placed: dict[str, list[Document]] = {r: [] for r in ROLES}
     owner: dict[int, str] = {}  # n-gram hash -> the role whose documents hold it
     examined = moved = role_full = two_roles = 0
-    for d in docs:
+    rest = len(docs)  # where the documents past the roles (trap carriers) begin
+    for i, d in enumerate(docs):
         if all(len(placed[r]) >= target[r] for r in ROLES):
+            rest = i
             break
         examined += 1
         grams = ngram_hashes(d.text)
@@ -119,8 +137,44 @@ def split_documents(corpus: Corpus, n_members: int, n_reference: int, n_backgrou
             f"corpus {corpus.name} has {got} documents of at least {min_words} words after "
             f"removing near-duplicates across roles ({nd.dropped} dropped for sharing a run of "
             f"{N} words with another role); {needs}")
+    built, parts, looked, dropped = _carriers(docs[rest:], owner, carriers, carrier_boundaries)
+    if len(built) < carriers:
+        raise PddkitError(
+            f"corpus {corpus.name} leaves {len(docs) - rest} documents of at least {min_words} "
+            f"words after the split ({dropped} of them sharing a {N}-word run with a member, "
+            f"non-member or reference document), enough for {len(built)} of the {carriers} trap "
+            f"carriers of at least {carrier_boundaries} sentence boundaries each (the highest "
+            "of `trap_repeats`): lower `traps` or `trap_repeats`, or give a larger corpus")
+    nd = replace(nd, carrier_examined=looked, carrier_dropped=dropped)
     return Split(*(tuple(placed[r]) for r in ROLES), too_short=len(corpus.documents) - len(eligible),
-                 seed=seed, near_duplicates=nd)
+                 seed=seed, near_duplicates=nd, carriers=tuple(built), carrier_parts=tuple(parts))
+
+
+def _carriers(spare: list[Document], owner: dict[int, str], n: int, boundaries: int):
+    """(carriers, the ids each joins, documents looked at, documents dropped): the spare
+    documents clean of members, non-members and the reference pool, joined in turn until
+    each has `boundaries` sentence boundaries, until `n` carriers are built."""
+    from pddkit.studies.traps.inject import sentence_boundaries
+
+    built: list[Document] = []
+    parts: list[tuple[str, ...]] = []
+    pending: list[Document] = []
+    looked = dropped = 0
+    for d in spare:
+        if len(built) >= n:
+            break
+        looked += 1
+        if any(owner.get(g, "background") != "background" for g in ngram_hashes(d.text)):
+            dropped += 1
+            continue
+        pending.append(d)
+        text = "\n\n".join(p.text for p in pending)
+        if len(sentence_boundaries(text)) >= boundaries:
+            ids = tuple(p.id for p in pending)
+            built.append(Document(f"carrier:{len(built)}", text, " + ".join(ids)))
+            parts.append(ids)
+            pending = []
+    return built, parts, looked, dropped
 
 
 def windows(split: Split, words: int, per_doc: int = 2, seed: int = 0) -> Dataset:
