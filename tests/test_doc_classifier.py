@@ -35,13 +35,6 @@ def test_token_values_with_a_table_are_log_freq_minus_log_prob():
     assert out[0] == pytest.approx([math.log(0.5) + 1.0, math.log(0.25) + 2.0])
 
 
-def test_token_values_without_a_table_count_relative_frequencies_over_the_texts():
-    # ids 0,0,1 and 1,2: counts 2,2,1 of 5 tokens, f = c / N (no smoothing: every id occurs)
-    out = token_values([_stats([-1.0, -1.0, -1.0], [0, 0, 1]), _stats([0.0, -3.0], [1, 2])], None)
-    assert out[0] == pytest.approx([math.log(0.4) + 1.0] * 3)
-    assert out[1] == pytest.approx([math.log(0.4), math.log(0.2) + 3.0])
-
-
 def test_train_log_freq_gives_unseen_ids_half_the_smallest_frequency():
     # ids 0,0,0,1 -> f = 3/4, 1/4; ids 2, 3 unseen -> 1/8
     lf = train_log_freq([np.array([0, 0, 1]), np.array([0])], vocab=4)
@@ -153,6 +146,27 @@ def test_flipping_the_labels_of_the_scored_fold_leaves_its_scores_unchanged(feat
     after = clf.cross_val_scores(values, groups, flipped, fold_of=folds, token_ids=ids)
     assert [after[d] for d in scored] == [before[d] for d in scored]
     assert any(after[d] != before[d] for d in folds if d not in scored)
+
+
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_changing_a_scored_document_leaves_its_fold_mates_scores_unchanged(with_ids):
+    # The label flip cannot see a label-free fit on all documents (histogram edges, token
+    # frequencies): change one scored document's values (and ids) instead. Anything fitted
+    # on it would move the other documents of its fold; fitted on the training folds only,
+    # their scores stay identical.
+    rng = np.random.default_rng(4)
+    values, groups, labels = _docs(0.7, n_docs=12, n=30)
+    ids = [rng.integers(0, 50, len(v)) for v in values] if with_ids else None
+    clf = DocumentClassifier(features="histogram", bins=20, trees=25, folds=3, seed=0)
+    folds = clf.fold_assignment(groups, labels)
+    before = clf.cross_val_scores(values, groups, labels, fold_of=folds, token_ids=ids)
+    scored = [d for d in folds if folds[d] == 1]
+    changed = scored[0]
+    values2 = [v * 50.0 + 100.0 if g == changed else v for v, g in zip(values, groups)]
+    ids2 = None if ids is None else [np.full(len(i), 49) if g == changed else i
+                                     for i, g in zip(ids, groups)]
+    after = clf.cross_val_scores(values2, groups, labels, fold_of=folds, token_ids=ids2)
+    assert [after[d] for d in scored[1:]] == [before[d] for d in scored[1:]]
 
 
 def test_token_ids_normalise_with_the_training_folds_frequencies():

@@ -98,7 +98,7 @@ def test_classifier_row_sees_only_the_evaluated_texts():
     assert seen[0][0] == 50 and "d0" not in seen[0][1] and "d1" not in seen[0][1]
     assert out.rows[1].scores.tolist() == pytest.approx(out.rows[0].scores.tolist())
     assert out.rows[1].params == {"bins": 3}
-    assert len(seen) == 1 + len(out.rows[1].curve)  # refitted once per point of the curve
+    assert len(seen) == len(out.rows[1].curve)  # refitted per point; the last is the full fit
 
 
 def test_unlabelled_gets_the_mean_only_and_bad_tables_are_one_sentence():
@@ -200,3 +200,30 @@ def test_run_documents_bad_input_is_one_sentence_before_any_model_loads(
                            "--methods", "loss", *extra, "--output", tmp_path / "out")
     assert code == 1 and message in err, err
     assert err.count("\n") == 1 and err.startswith("pddkit: error: ")  # one line, no traceback
+
+
+def test_too_few_documents_left_by_the_validation_split_is_refused_before_any_model_loads(
+        tmp_path, capsys):
+    rows = [{"text": f"text {i} of document {d}", "label": int(d < 2), "group": f"g{d}"}
+            for d in range(4) for i in range(3)]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    code, _, err = run_cli(capsys, "run", "--model", tmp_path / "no-such-model", "--data", data,
+                           "--methods", "loss", "--documents", "mean", "--val-fraction", "0.5",
+                           "--output", tmp_path / "out")
+    assert code == 1 and "the texts left to evaluate (test part, shots left out) form 1 member and 1" in err, err
+
+
+def test_unlabelled_split_words_previews_the_texts_scored(tmp_path, capsys):
+    from tiny_models import save_tiny_gpt2
+
+    model = save_tiny_gpt2(tmp_path / "m")
+    words = "the quick brown fox jumps over the lazy dog".split()
+    rows = [{"id": "short", "text": "too short"},
+            {"id": "long", "text": " ".join(words * 3)}]  # 27 words: three 9-word texts
+    data = write_jsonl(tmp_path / "u.jsonl", rows)
+    code, out, err = run_cli(capsys, "run", "--model", model, "--data", data, "--methods", "loss",
+                             "--split-words", "9", "--documents", "mean", "--output", tmp_path / "o")
+    assert code == 0, err
+    assert "scored 3 texts cut from 1 documents" in out and "1 documents shorter than one text" in out
+    assert "long@0" in out and "the quick brown fox jumps over the lazy dog" in out
+    assert "1 documents scored" in out

@@ -72,7 +72,14 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     if result.labelled:
         click.echo(metrics_table(result))
     else:
-        click.echo(unlabelled_summary(result, top=10, texts=[s.text for s in dataset.samples]))
+        # by id: the run may have cut the rows into texts (split_words) or left some out
+        scored = dataset
+        if split_words is not None:
+            from pddkit.data.split_words import split_documents
+
+            scored = split_documents(dataset, split_words, max_texts)
+        text_of = {s.id: s.text for s in scored.samples}
+        click.echo(unlabelled_summary(result, top=10, texts=[text_of[i] for i in result.ids]))
     if result.validation:
         click.echo(validation_table(result))
     if result.documents is not None:

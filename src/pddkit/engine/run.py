@@ -78,10 +78,15 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     notices: list[str] = []
     plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
                      capabilities_of(config, model), notices, language=dataset.language)
-    if config.documents:  # no group, or a group with both labels: refused before any model loads
-        _check_documents(dataset, config)
+    if config.documents:
+        _check_documents(dataset, config)  # no group, or a group with both labels
         if "classifier" in config.documents and config.freq:  # the classifier's normaliser
             plan = replace(plan, needs=plan.needs | {Need.FREQUENCY})
+    if config.doc_features != "histogram" and "classifier" not in config.documents:
+        line = ("`doc_features` chooses the document classifier's features; without the "
+                "classifier document level it changes nothing")
+        logger.warning(line)
+        notices.append(line)
     if dataset.labelled:
         dataset.require_both_classes()
     elif dataset.meta.get("unlabelled"):  # which columns it has, and that no metrics follow
@@ -105,6 +110,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 
             refuse_overlap(shots, val_dataset, f"`val_data` {val_dataset.name}")
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
+    if config.documents and (shots is not None or test_idx is not None):
+        _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
     # the blind baseline needs no model: it runs on an idle core while the model loads and runs
     blind = (BlindJob.start(dataset, config, test_idx, model_given=model is not None)
              if dataset.labelled and config.blind else None)
@@ -167,12 +174,14 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         raise
 
 
-def _check_documents(dataset: Dataset, config: RunConfig) -> None:
+def _check_documents(dataset: Dataset, config: RunConfig, idx: np.ndarray | None = None) -> None:
     """`documents` on data without a document per text, with a document holding both
-    labels, or (share, classifier) unlabelled: one sentence before any model loads."""
+    labels, with fewer than 2 documents of a class among the texts evaluated (`idx`: the
+    test part), or (share, classifier) unlabelled: one sentence before any model loads."""
     from pddkit.evaluation.documents import group_documents
 
-    groups = [s.group for s in dataset.samples]
+    samples = dataset.samples if idx is None else [dataset.samples[i] for i in idx]
+    groups = [s.group for s in samples]
     if all(g is None for g in groups):
         raise PddkitError(f"{dataset.name}: the document level needs the document each text "
                           "belongs to, and no text names one (a group column, or "
@@ -181,13 +190,14 @@ def _check_documents(dataset: Dataset, config: RunConfig) -> None:
         if set(config.documents) != {"mean"}:
             raise PddkitError(f"{dataset.name} is unlabelled: the share and classifier "
                               "document levels fit on labels (the mean needs none)")
-        group_documents(groups, [], labelled=False)
+        group_documents(groups, [], labelled=False, sources=[s.source for s in samples])
         return
-    docs = group_documents(groups, dataset.labels)
+    docs = group_documents(groups, [s.label for s in samples], sources=[s.source for s in samples])
     n1, n0 = int((docs.labels == 1).sum()), int((docs.labels == 0).sum())
     if min(n1, n0) < 2:
+        what = "its texts" if idx is None else "the texts left to evaluate (test part, shots left out)"
         raise PddkitError(f"{dataset.name}: document-level metrics need at least 2 member and 2 "
-                          f"non-member documents, and its texts form {n1} member and {n0} "
+                          f"non-member documents, and {what} form {n1} member and {n0} "
                           "non-member documents")
 
 

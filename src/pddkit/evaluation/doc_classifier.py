@@ -22,10 +22,11 @@ config/books_128_token_freq_norm_{hist,agg}.ini, their RatioNormTF setup):
 Where pddkit differs from the authors' code, and why:
 - frequency table given (`token_values(stats, log_freq)`): pddkit's table (SPEC section 3,
   shared with DC-PDD) is add-one smoothed, so unseen tokens get 1 / (N + |V|); the authors
-  give tokens missing from their table half the smallest frequency. Without a table and
-  without `token_ids`, `token_values(stats, None)` counts over all texts under test
-  (label-free, but including the scored document); pass `token_ids` for the authors' per-fold
-  counts over the training documents (unseen tokens: half the smallest frequency, as theirs);
+  give tokens missing from their table half the smallest frequency. Without a table, pass
+  `token_ids` for the authors' per-fold counts over the training documents (unseen tokens:
+  half the smallest frequency, as theirs); pddkit counts the tokens of the texts it scores
+  (the documents' texts as given, cut by `split_words`/`max_texts` and the context), where
+  the authors count every token of the whole training documents;
 - folds: seeded StratifiedKFold over documents (or a given `fold_of`) instead of their
   pre-drawn chunk files, and fewer folds with a warning when a class has fewer than 5
   documents; the forest is seeded (theirs is unseeded), so scores are reproducible;
@@ -57,21 +58,13 @@ AGGREGATE_NAMES = ("mean", "min", "max", "std", "count", *(f"p{q}" for q in PERC
 NON_FINITE_VALUE = 1e-5  # the authors' replacement for a NaN or infinite per-token value
 
 
-def token_values(stats, log_freq: np.ndarray | None) -> list[np.ndarray]:
+def token_values(stats, log_freq: np.ndarray) -> list[np.ndarray]:
     """Per text, the [n_i] values log f(id) - L (the authors' -log(p / f)).
 
     `stats`: objects with `.L` ([n_i] log-probabilities) and `.ids` ([n_i] token ids).
-    `log_freq`: [|V|] log frequencies of a table; None counts f = c / N over these texts
-    (label-free but it includes every scored text; see `DocumentClassifier.cross_val_scores`
-    with `token_ids` for the authors' per-fold counts).
+    `log_freq`: [|V|] log frequencies of a table (without one, `cross_val_scores` with
+    `token_ids` counts them on each fold's training documents, as the authors do).
     """
-    if log_freq is None:
-        vocab = 1 + max((int(s.ids.max()) for s in stats if len(s.ids)), default=0)
-        counts = np.zeros(vocab, dtype=np.float64)  # [V]
-        for s in stats:
-            np.add.at(counts, s.ids, 1.0)
-        with np.errstate(divide="ignore"):
-            log_freq = np.log(counts / max(counts.sum(), 1.0))  # [V], -inf only for ids unused
     return [_finite(log_freq[s.ids] - s.L.astype(np.float64)) for s in stats]  # each [n_i]
 
 

@@ -30,11 +30,10 @@ import numpy as np
 from pddkit.errors import PddkitError
 from pddkit.evaluation.documents import (
     Documents,
-    calibration_split,
     group_documents,
     mean_scores,
+    share_level,
     share_scores,
-    share_threshold,
     subsample,
     texts_per_document_steps,
 )
@@ -157,13 +156,14 @@ def document_level(method_scores: dict[str, np.ndarray], groups: Sequence[str | 
     def metrics_on(scores: np.ndarray, on: np.ndarray) -> Metrics | None:
         return compute_metrics(scores[on], y[on], n_bootstrap=n_bootstrap, seed=seed) if labelled else None
 
-    def auc_curve(score_of: Callable[[np.ndarray], np.ndarray], on: np.ndarray):
+    def auc_curve(score_of: Callable[[np.ndarray], np.ndarray], full: np.ndarray,
+                  on: np.ndarray):
+        """(k, AUC) per step; at the last step every text is kept: the `full` scores."""
         if not (labelled and curve):
             return ()
         out = []
         for k in steps:
-            keep = subsample(docs, k, seed)  # [N'] bool over the evaluated texts
-            s = score_of(keep)
+            s = full if k >= steps[-1] else score_of(subsample(docs, k, seed))  # [D]
             out.append((k, compute_metrics(s[on], y[on], n_bootstrap=0).auc))
         return tuple(out)
 
@@ -171,26 +171,22 @@ def document_level(method_scores: dict[str, np.ndarray], groups: Sequence[str | 
     if "mean" in aggregations:
         for label, s in method_scores.items():
             x = np.asarray(s, dtype=np.float64)[idx]  # [N'] evaluated texts
+            doc_s = mean_scores(x, docs)  # [D]
             rows.append(DocumentRow(
-                f"mean:{label}", label, "mean", mean_scores(x, docs), everything,
-                metrics_on(mean_scores(x, docs), everything),
-                auc_curve(lambda keep, x=x: mean_scores(x[keep], _kept(docs, keep)), everything)))
+                f"mean:{label}", label, "mean", doc_s, everything, metrics_on(doc_s, everything),
+                auc_curve(lambda keep, x=x: mean_scores(x[keep], _kept(docs, keep)), doc_s,
+                          everything)))
     calib = None
     if "share" in aggregations:
-        calib = calibration_split(docs, seed)
-        for name, mask in (("calibration", calib), ("evaluation", ~calib)):
-            if len(np.unique(y[mask])) < 2:
-                raise PddkitError(f"the {name} half of the documents has only one class: the "
-                                  "share level needs at least 2 member and 2 non-member documents")
-        on_texts = calib[docs.index]  # [N'] texts of calibration documents
+        y_texts = y[docs.index]  # [N'] each evaluated text's label
         for label, s in method_scores.items():
             x = np.asarray(s, dtype=np.float64)[idx]
-            tau = share_threshold(x[on_texts], y[docs.index][on_texts])
-            doc_s = np.where(calib, np.nan, share_scores(x, docs, tau))  # [D] evaluation half only
+            full, calib, tau = share_level(x, y_texts, docs, seed)
+            doc_s = np.where(calib, np.nan, full)  # [D] evaluation half only
             rows.append(DocumentRow(
                 f"share:{label}", label, "share", doc_s, ~calib, metrics_on(doc_s, ~calib),
                 auc_curve(lambda keep, x=x, tau=tau: share_scores(x[keep], _kept(docs, keep), tau),
-                          ~calib), threshold=tau))
+                          doc_s, ~calib), threshold=tau))
     if "classifier" in aggregations:
         if token_values is None or classifier is None:
             raise PddkitError("the document classifier needs the target model's token "
@@ -208,7 +204,8 @@ def document_level(method_scores: dict[str, np.ndarray], groups: Sequence[str | 
 
         doc_s = classify(np.ones(len(idx), dtype=bool))
         rows.append(DocumentRow("classifier", "classifier", "classifier", doc_s, everything,
-                                metrics_on(doc_s, everything), auc_curve(classify, everything),
+                                metrics_on(doc_s, everything),
+                                auc_curve(classify, doc_s, everything),
                                 params=asdict(classifier)))
     return DocumentLevel(docs, tuple(rows), aggregations, calib, seed)
 

@@ -40,13 +40,16 @@ class Documents:
 
 
 def group_documents(groups: Sequence[str | None], labels: Sequence[int],
-                    labelled: bool = True) -> Documents:
+                    labelled: bool = True, sources: Sequence[str] | None = None) -> Documents:
     """Documents in order of first appearance; one sentence for texts without a group
-    and for a group holding both labels. Unlabelled (`labelled=False`): labels are -1."""
-    missing = sum(g is None for g in groups)
+    and for a group holding both labels (naming a text's `sources` entry, e.g. "data.jsonl
+    line 3", when given). Unlabelled (`labelled=False`): labels are -1."""
+    where = (lambda i: f" ({sources[i]})") if sources is not None else (lambda i: "")
+    missing = [i for i, g in enumerate(groups) if g is None]
     if missing:
-        raise PddkitError(f"document level needs a document id (the group column) for every text; "
-                          f"{missing} of {len(groups)} texts have none")
+        raise PddkitError(f"document level needs a document id (the group column) for every "
+                          f"text; {len(missing)} of {len(groups)} texts have none, the first "
+                          f"text {missing[0] + 1}{where(missing[0])}")
     names: dict[str, int] = {}
     index = np.fromiter((names.setdefault(str(g), len(names)) for g in groups), dtype=np.int64,
                         count=len(groups))
@@ -55,12 +58,14 @@ def group_documents(groups: Sequence[str | None], labels: Sequence[int],
     y = np.asarray(labels, dtype=np.int64)
     sizes = np.bincount(index, minlength=len(names))  # [D]
     ones = np.bincount(index, weights=y, minlength=len(names))  # [D] member texts
-    mixed = [n for n, d in names.items() if 0 < ones[d] < sizes[d]]
-    doc_labels = (ones > 0).astype(np.int64)  # [D]
+    mixed = [d for d in range(len(names)) if 0 < ones[d] < sizes[d]]
     if mixed:
-        raise PddkitError(f"document {mixed[0]!r} holds both member and non-member texts "
-                          f"({len(mixed)} such documents); a document's texts share its label")
-    return Documents(tuple(names), doc_labels, index)
+        d = mixed[0]
+        first = {lab: int(np.flatnonzero((index == d) & (y == lab))[0]) for lab in (0, 1)}
+        raise PddkitError(f"document {list(names)[d]!r} holds both member and non-member texts "
+                          f"(member{where(first[1])}, non-member{where(first[0])}; {len(mixed)} "
+                          "such documents); a document's texts share its label")
+    return Documents(tuple(names), (ones > 0).astype(np.int64), index)
 
 
 def mean_scores(scores: np.ndarray, docs: Documents) -> np.ndarray:

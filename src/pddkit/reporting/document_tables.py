@@ -49,7 +49,8 @@ def documents_table(results: dict, terminal: bool = False) -> Table | None:
     if "calibration_documents" in doc:
         notes.append(f"share: thresholds fitted on {doc['calibration_documents']} calibration "
                      f"documents, metrics on the other {doc['evaluation_documents']}.")
-    notes.append("text AUC: the same method over single texts. "
+    notes.append("text AUC: the same method over single texts (all evaluated texts, for share "
+                 "rows too, whose document AUC is on the evaluation half only). "
                  + ("* = best detection row in column (blind excluded)." if terminal else
                     "▲ best detection row in the column; intervals: 95% percentile bootstrap "
                     "over documents."))

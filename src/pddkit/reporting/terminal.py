@@ -63,10 +63,16 @@ def scored_line(result: RunResult) -> str:
     """'scored N texts with M methods (...)'; the blind baseline is not counted."""
     c = result.counts
     n = len(detection_methods(result))
-    line = (f"scored {c.get('samples', len(result.ids))} texts with {n} "
-            f"method{'' if n == 1 else 's'}")
+    cut = c.get("split_words")
+    line = (f"scored {c.get('samples', len(result.ids))} texts"
+            + (f" cut from {cut['documents']} documents" if cut else "")
+            + f" with {n} method{'' if n == 1 else 's'}")
     extra = [f"{(c.get('truncated') or {}).get('target', 0)} truncated",
              f"{c.get('skipped', 0)} skipped"]
+    if cut:  # rows were documents cut into texts: what was skipped is documents
+        extra[1] = (f"{cut['documents_too_short']} documents shorter than one text skipped"
+                    + (f", {c['skipped'] - cut['documents_too_short']} invalid lines skipped"
+                       if c.get("skipped", 0) > cut["documents_too_short"] else ""))
     if "blind" in {m.label for m in result.methods}:
         extra.append("plus the blind baseline")
     return f"{line} ({', '.join(extra)})"
