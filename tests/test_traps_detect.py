@@ -1,7 +1,8 @@
 """`traps detect` (Meeus et al. 2024, copyright traps): hand-built trap folders, per-cell
 AUC recomputed by hand from scores.jsonl (Table 2: inserted traps of (L, R) against every
 held-out trap of length L; Figure 3: of (L, R, bucket) against held-out traps of (L,
-bucket)), and the refusals (never injected, another tokenizer, inconsistent trap-info)."""
+bucket)), a folder from another tokenizer scored with a notice, and the refusals
+(never injected, inconsistent trap-info, a malformed folder)."""
 
 from __future__ import annotations
 
@@ -149,18 +150,54 @@ def test_inconsistent_trap_info_is_one_sentence(tmp_path, edit, sentence):
 
 
 @pytest.mark.slow
-def test_a_folder_from_another_tokenizer_is_refused(tiny_pair, tmp_path):
-    tok, target, _ = tiny_pair
-    folder = build_folder(tok, fingerprint="0" * 64).write(tmp_path / "other")
-    with pytest.raises(PddkitError, match="from another tokenizer"):
-        detect_traps(folder, str(target), device="cpu")
-    # no fingerprint, but no trap keeps its length: refused too
-    f = build_folder(tok)
+def test_a_folder_from_another_tokenizer_is_scored_with_a_notice(tiny_pair, tmp_path):
+    """A publisher tests a third party's model, with another tokenizer than the one the
+    traps were generated with (the authors: LLaMA-2 traps detected in CroissantLLM). The
+    traps are scored, the cells keyed by the generating tokenizer's length, the notice
+    counts the traps of another length under the target's, and scores.jsonl has each
+    trap's count under it."""
+    from test_traps_generate import word_tokenizer
+
+    from pddkit.reporting.traps_report import terminal_lines
+
+    _, target, ref = tiny_pair
+    words = word_tokenizer(["<|endoftext|>", "<unk>", *WORDS, "zebra"])
+    f = build_folder(words)  # one word, one token: exact lengths under `words`
+    f = replace(f, manifest={**f.manifest, "tokenizer": {**f.manifest["tokenizer"], "name": "words"}})
+    # three traps with a word the target's byte-level BPE never merged: longer under it
+    odd = {f.traps[k].id for k in (0, 1, 30)}
+    traps = tuple(replace(t, text=" zebra" + t.text[t.text.index(" ", 1):]) if t.id in odd else t
+                  for t in f.traps)
+    assert all(len(words(t.text, add_special_tokens=False)["input_ids"]) == t.length for t in traps)
+    path = TrapFolder(traps, f.manifest, f.insertions, f.injection).write(tmp_path / "other")
+    result = detect_traps(path, str(target), ref_model=str(ref), device="cpu", n_bootstrap=0)
+    out = result.write(tmp_path / "out", report=False)
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["tokenizer"]["same"] is False and saved["tokenizer"]["generating"] == "words"
+    assert saved["counts"]["reencoded_other_length"] == 3
+    [note] = [n for n in saved["notices"] if "another tokenizer" in n]
+    assert "(words's, by its manifest's fingerprint)" in note
+    assert "trap lengths are the generating tokenizer's" in note
+    assert "3 of 48 traps re-encode to other lengths" in note
+    rows = {r["id"]: r for r in map(json.loads, (out / "scores.jsonl").read_text().splitlines())}
+    assert len(rows) == 48
+    for t in traps:
+        assert rows[t.id]["length"] == t.length  # the generating tokenizer's L
+        assert (rows[t.id]["tokens"] > t.length) == (t.id in odd)
+    assert saved["lengths"] == [4, 8] and all(c["n_members"] + c["n_nonmembers"] > 0
+                                              for c in saved["table"])
+    assert any("of the generating tokenizer (words's), not the target's: 3 traps" in line
+               for line in terminal_lines(saved))
+    # no fingerprint, and no trap keeps its length: scored too, the notice says so
+    f = build_folder(small_tokenizer())
     manifest = {**f.manifest, "tokenizer": {"name": "tiny"}}
     longer = tuple(replace(t, length=t.length + 1) for t in f.traps)
-    with pytest.raises(PddkitError, match=r"none of the 48 traps .* trap folder from another tokenizer"):
-        detect_traps(TrapFolder(longer, manifest, f.insertions, f.injection), str(target),
-                     device="cpu")
+    result = detect_traps(TrapFolder(longer, manifest, f.insertions, f.injection), str(target),
+                          device="cpu", n_bootstrap=0)
+    assert result.tokenizer["same"] is None and result.counts["reencoded_other_length"] == 48
+    assert any("48 of 48 traps re-encode to another length" in n and "every trap does" in n
+               for n in result.notices)
+    assert [(c.length, c.repeats) for c in result.table] == [(L, r) for L in (5, 9) for r in (1, 4)]
 
 
 @pytest.mark.slow

@@ -117,9 +117,19 @@ def summary_lines(results: dict) -> tuple[tuple[str, str], ...]:
             ("traps", f"{c['traps']}: {n['inserted']} inserted, {n['held_out']} held out"
                       + (f", {n['not_inserted']} never inserted (not scored)"
                          if n.get("not_inserted") else "")),
-            ("lengths", ", ".join(f"{L} tokens" for L in results["lengths"])),
+            ("lengths", ", ".join(f"{L} tokens" for L in results["lengths"])
+                        + _other_tokenizer(results.get("tokenizer") or {}, n)),
             ("repeats", ", ".join(str(r) for r in results["repeats"])),
             ("methods", ", ".join(results["methods"])))
+
+
+def _other_tokenizer(tok: dict, counts: dict) -> str:
+    """After the lengths, when the target's tokenizer is not the generating one."""
+    if tok.get("same") is not False:
+        return ""
+    return (f" of the generating tokenizer ({tok.get('generating') or 'unnamed'}'s), not the "
+            f"target's: {counts.get('reencoded_other_length', 0)} traps have another length "
+            "under the target's (scores.jsonl, `tokens`)")
 
 
 def terminal_lines(results: dict) -> list[str]:

@@ -23,13 +23,18 @@ outnumber a cell's members the two differ. Their perplexity drops the start toke
 scores a trap from its second token on; pddkit's statistics pass prepends the start token
 and scores every token (README, How it works). 95% intervals (stratified bootstrap) are
 given where each class of a cell has at least CI_MIN_PER_CLASS traps; the paper gives none.
+
+The target may have another tokenizer than the model that generated the traps: the
+authors generate with LLaMA-2 and detect in CroissantLLM, decoding with one tokenizer and
+re-encoding with the other (table_2_mia_auc.ipynb), as a publisher testing a third party's
+model always does. That is a notice, not a refusal: a trap keeps its generated length L
+(the cells' key), and its token count under the target's tokenizer is in scores.jsonl.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +43,7 @@ import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import Metrics, compute_metrics
+from pddkit.evaluation.results import _finite
 from pddkit.studies import register_study
 from pddkit.studies.traps.folder import HELD_OUT, TRAP_INFO, TrapFolder, read_folder
 
@@ -108,6 +114,7 @@ class TrapsResult:
     counts: dict
     notices: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
+    tokenizer: dict = field(default_factory=dict)  # generating vs target tokenizer (check_tokenizer)
 
     @property
     def primary(self) -> str:
@@ -135,6 +142,7 @@ class TrapsResult:
             "table": [c.to_dict() for c in self.table],
             "by_bucket": [c.to_dict() for c in self.by_bucket],
             "configuration": self.config, "models": self.models, "counts": self.counts,
+            "tokenizer": self.tokenizer,
             "notices": list(self.notices), "timings_s": self.timings})
 
     def write(self, out: str | Path, report: bool = True) -> Path:
@@ -208,35 +216,47 @@ def _tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: b
 
 
 def check_tokenizer(folder: TrapFolder, traps: list, tokenizer, model_name: str,
-                    where: str, notices: list[str]) -> dict[str, int]:
-    """Trap id -> its length re-encoded with `tokenizer`. A folder whose manifest names
-    another tokenizer, or whose traps all re-encode to other lengths, is one sentence; when
-    only some do, they are counted and kept, with a warning (they are scored as inserted)."""
+                    where: str, notices: list[str]) -> tuple[dict[str, int], dict]:
+    """(trap id -> its length re-encoded with the target's `tokenizer`, the tokenizer
+    record results.json keeps). Never a refusal: a publisher testing a third party's model
+    tests it with another tokenizer than the traps' (the authors generate with LLaMA-2 and
+    detect in CroissantLLM, decoding with one tokenizer and re-encoding with the other,
+    notebooks/table_2_mia_auc.ipynb). A folder whose manifest names another tokenizer is a
+    notice; traps that re-encode to other lengths are counted in a notice and keep their
+    generated length L (cells stay keyed by it), their count under the target's tokenizer
+    being in scores.jsonl (`tokens`)."""
     from pddkit.cache.fingerprint import tokenizer_digest
 
+    tokens = {t.id: len(tokenizer(t.text, add_special_tokens=False)["input_ids"]) for t in traps}
+    off = [t for t in traps if tokens[t.id] != t.length]
     want = folder.tokenizer_fingerprint
-    if want is not None and want != tokenizer_digest(tokenizer):
-        made = (folder.manifest.get("tokenizer") or {}).get("name") or "another model"
-        raise PddkitError(f"trap folder {where} is from another tokenizer ({made}'s, by its "
-                          f"manifest's fingerprint), not {model_name}'s: its traps are exact "
-                          "token lengths only under the tokenizer they were generated with")
+    have = tokenizer_digest(tokenizer)
+    made = (folder.manifest.get("tokenizer") or {}).get("name") or folder.manifest.get("model")
+    record = {"generating": made, "generating_fingerprint": want, "target": model_name,
+              "target_fingerprint": have, "same": None if want is None else want == have}
+    example = (f" (e.g. {off[0].id}: {off[0].length} tokens, {tokens[off[0].id]} under "
+               f"{model_name}'s)" if off else "")
+    if record["same"] is False:
+        line = (f"trap folder {where} was generated with another tokenizer "
+                f"({made or 'unnamed'}'s, by its manifest's fingerprint) than {model_name}'s: "
+                "trap lengths are the generating tokenizer's and the cells are keyed by them; "
+                f"{len(off)} of {len(traps)} traps re-encode to other lengths under "
+                f"{model_name}'s tokenizer{example}, each trap's count under it is `tokens` "
+                "in scores.jsonl")
+    elif off:
+        line = (f"{len(off)} of {len(traps)} traps re-encode to another length under "
+                f"{model_name}'s tokenizer{example}; they are scored and counted under their "
+                "generated length" + (" (every trap does: a folder from another tokenizer?)"
+                                      if len(off) == len(traps) else ""))
+    else:
+        line = None
     if want is None:
         notices.append(f"trap folder {where}: its manifest records no tokenizer fingerprint, "
                        "so only the traps' re-encoded lengths were checked")
-    tokens = {t.id: len(tokenizer(t.text, add_special_tokens=False)["input_ids"]) for t in traps}
-    off = [t for t in traps if tokens[t.id] != t.length]
-    if off and len(off) == len(traps):
-        raise PddkitError(f"none of the {len(traps)} traps in {where} re-encodes to its length "
-                          f"under {model_name}'s tokenizer (e.g. {off[0].id}: {off[0].length} "
-                          f"tokens, now {tokens[off[0].id]}): trap folder from another tokenizer")
-    if off:
-        line = (f"{len(off)} of {len(traps)} traps re-encode to another length under "
-                f"{model_name}'s tokenizer (e.g. {off[0].id}: {off[0].length} tokens, now "
-                f"{tokens[off[0].id]}); they are scored and counted under their generated "
-                "length")
+    if line:
         logger.warning(line)
         notices.append(line)
-    return tokens
+    return tokens, record
 
 
 def table_cells(traps: list[TrapScore], methods: tuple[str, ...], n_bootstrap: int,
@@ -315,9 +335,9 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
         notices.append(line)
     target = _model(model, tokenizer, "model")
     model_name = _name(target)
-    tokens = check_tokenizer(folder, traps, _tokenizer_of(target, revision, trust_remote_code,
-                                                          local_files_only),
-                             model_name, where, notices)
+    tokens, tok_record = check_tokenizer(
+        folder, traps, _tokenizer_of(target, revision, trust_remote_code, local_files_only),
+        model_name, where, notices)
     counts["reencoded_other_length"] = sum(tokens[t.id] != t.length for t in traps)
     samples = [Sample(id=t.id, text=t.text, source=f"trap {t.id}") for t in traps]
     config = RunConfig(model=model_name, methods=methods,
@@ -355,15 +375,6 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     logger.info("traps detect: %d inserted and %d held-out traps scored by %d methods",
                 counts["inserted"], counts["held_out"], len(labels))
     return TrapsResult(tuple(scored), labels, table, by_bucket, cfg, dict(run.models), counts,
-                       tuple(notices), {"scoring": t1 - t0, "metrics": time.perf_counter() - t1})
+                       tuple(notices), {"scoring": t1 - t0, "metrics": time.perf_counter() - t1},
+                       tok_record)
 
-
-def _finite(x):
-    """NaN and inf as None, for strict JSON."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
