@@ -104,8 +104,24 @@ def _read_json(path: Path) -> dict:
         raise PddkitError(f"{path} is not readable JSON ({e})") from None
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# a field's annotation -> (its check, what the sentence says it must be); bool is no number
+_TYPES = {
+    "str": (lambda v: isinstance(v, str), "a string"),
+    "int": (_is_int, "a whole number"),
+    "float": (lambda v: _is_int(v) or isinstance(v, float), "a number"),
+    "tuple[int, ...]": (lambda v: isinstance(v, list) and all(map(_is_int, v)),
+                        "a list of whole numbers"),
+}
+
+
 def _read_rows(path: Path, cls) -> list[dict]:
-    names = set(cls.__dataclass_fields__)
+    """The rows of a JSONL file of `cls` records: one sentence naming the file and line
+    for a line that is not JSON, lacks or adds a field, or has a field of the wrong type."""
+    fields = {name: f.type for name, f in cls.__dataclass_fields__.items()}
     rows = []
     with path.open(encoding="utf-8") as fh:
         for no, line in enumerate(fh, start=1):
@@ -115,8 +131,17 @@ def _read_rows(path: Path, cls) -> list[dict]:
                 row = json.loads(line)
             except ValueError:
                 raise PddkitError(f"{path} line {no} is not valid JSON") from None
-            if not isinstance(row, dict) or set(row) != names:
+            if not isinstance(row, dict) or set(row) != set(fields):
                 raise PddkitError(f"{path} line {no} needs exactly the fields "
-                                  f"{', '.join(sorted(names))}")
+                                  f"{', '.join(sorted(fields))}")
+            for name, kind in fields.items():
+                ok, what = _TYPES[kind]
+                if not ok(row[name]):
+                    given = json.dumps(row[name])
+                    raise PddkitError(f"{path} line {no}: `{name}` must be {what}, not "
+                                      + (given if len(given) <= 40 else given[:37] + "..."))
+            if cls is Trap and row["role"] not in (MEMBER, HELD_OUT):
+                raise PddkitError(f"{path} line {no}: `role` must be {MEMBER} or {HELD_OUT}, "
+                                  f"not {json.dumps(row['role'])}")
             rows.append(row)
     return rows
