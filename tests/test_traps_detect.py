@@ -235,18 +235,18 @@ def test_detect_end_to_end_cells_recomputed_from_scores_jsonl(tiny_pair, tmp_pat
 
 
 @pytest.mark.parametrize("name, line, field, value, sentence", [
-    ("trap-info.jsonl", 1, "positions", 5, "`positions` must be a list of whole numbers, not 5"),
-    ("trap-info.jsonl", 2, "positions", [0, "7"], "`positions` must be a list of whole numbers"),
-    ("trap-info.jsonl", 1, "repeats", "4", '`repeats` must be a whole number, not "4"'),
-    ("trap-info.jsonl", 3, "repeats", True, "`repeats` must be a whole number, not true"),
-    ("trap-info.jsonl", 1, "document_id", 12, "`document_id` must be a string, not 12"),
-    ("traps.jsonl", 1, "length", "5", '`length` must be a whole number, not "5"'),
-    ("traps.jsonl", 4, "length", 4.0, "`length` must be a whole number, not 4.0"),
-    ("traps.jsonl", 2, "bucket", None, "`bucket` must be a whole number, not null"),
-    ("traps.jsonl", 1, "perplexity", "12.5", '`perplexity` must be a number, not "12.5"'),
-    ("traps.jsonl", 1, "token_ids", [1, 2.5], "`token_ids` must be a list of whole numbers"),
-    ("traps.jsonl", 1, "text", ["a"], '`text` must be a string, not ["a"]'),
-    ("traps.jsonl", 5, "role", "Member", '`role` must be member or held_out, not "Member"'),
+    ("trap-info.jsonl", 1, "positions", 5, "'positions' must be a list of whole numbers, not 5"),
+    ("trap-info.jsonl", 2, "positions", [0, "7"], "'positions' must be a list of whole numbers"),
+    ("trap-info.jsonl", 1, "repeats", "4", '\'repeats\' must be a whole number, not "4"'),
+    ("trap-info.jsonl", 3, "repeats", True, "'repeats' must be a whole number, not true"),
+    ("trap-info.jsonl", 1, "document_id", 12, "'document_id' must be a string, not 12"),
+    ("traps.jsonl", 1, "length", "5", '\'length\' must be a whole number, not "5"'),
+    ("traps.jsonl", 4, "length", 4.0, "'length' must be a whole number, not 4.0"),
+    ("traps.jsonl", 2, "bucket", None, "'bucket' must be a whole number, not null"),
+    ("traps.jsonl", 1, "perplexity", "12.5", '\'perplexity\' must be a number, not "12.5"'),
+    ("traps.jsonl", 1, "token_ids", [1, 2.5], "'token_ids' must be a list of whole numbers"),
+    ("traps.jsonl", 1, "text", ["a"], '\'text\' must be a string, not ["a"]'),
+    ("traps.jsonl", 5, "role", "Member", '\'role\' must be member or held_out, not "Member"'),
 ])
 def test_a_malformed_trap_folder_is_one_sentence_naming_file_and_line(tmp_path, name, line,
                                                                       field, value, sentence):
@@ -260,5 +260,5 @@ def test_a_malformed_trap_folder_is_one_sentence_naming_file_and_line(tmp_path, 
         read_folder(path)
     assert str(e.value).startswith(f"{path / name} line {line}: {sentence}"), str(e.value)
     assert "\n" not in str(e.value)
-    with pytest.raises(PddkitError, match=f"line {line}: `{field}`"):  # and before any model loads
+    with pytest.raises(PddkitError, match=f"line {line}: '{field}'"):  # and before any model loads
         detect_traps(path, "/nonexistent/model/dir")

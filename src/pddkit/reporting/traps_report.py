@@ -129,7 +129,7 @@ def _other_tokenizer(tok: dict, counts: dict) -> str:
         return ""
     return (f" of the generating tokenizer ({tok.get('generating') or 'unnamed'}'s), not the "
             f"target's: {counts.get('reencoded_other_length', 0)} traps have another length "
-            "under the target's (scores.jsonl, `tokens`)")
+            "under the target's (scores.jsonl, 'tokens')")
 
 
 def terminal_lines(results: dict) -> list[str]:

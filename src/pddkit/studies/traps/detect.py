@@ -224,7 +224,7 @@ def check_tokenizer(folder: TrapFolder, traps: list, tokenizer, model_name: str,
     notebooks/table_2_mia_auc.ipynb). A folder whose manifest names another tokenizer is a
     notice; traps that re-encode to other lengths are counted in a notice and keep their
     generated length L (cells stay keyed by it), their count under the target's tokenizer
-    being in scores.jsonl (`tokens`)."""
+    being in scores.jsonl ('tokens')."""
     from pddkit.cache.fingerprint import tokenizer_digest
 
     tokens = {t.id: len(tokenizer(t.text, add_special_tokens=False)["input_ids"]) for t in traps}
@@ -241,8 +241,8 @@ def check_tokenizer(folder: TrapFolder, traps: list, tokenizer, model_name: str,
                 f"({made or 'unnamed'}'s, by its manifest's fingerprint) than {model_name}'s: "
                 "trap lengths are the generating tokenizer's and the cells are keyed by them; "
                 f"{len(off)} of {len(traps)} traps re-encode to other lengths under "
-                f"{model_name}'s tokenizer{example}, each trap's count under it is `tokens` "
-                "in scores.jsonl")
+                f"{model_name}'s tokenizer{example}, each trap's count under it being the "
+                "'tokens' column of scores.jsonl")
     elif off:
         line = (f"{len(off)} of {len(traps)} traps re-encode to another length under "
                 f"{model_name}'s tokenizer{example}; they are scored and counted under their "

@@ -138,10 +138,10 @@ def _read_rows(path: Path, cls) -> list[dict]:
                 ok, what = _TYPES[kind]
                 if not ok(row[name]):
                     given = json.dumps(row[name])
-                    raise PddkitError(f"{path} line {no}: `{name}` must be {what}, not "
+                    raise PddkitError(f"{path} line {no}: '{name}' must be {what}, not "
                                       + (given if len(given) <= 40 else given[:37] + "..."))
             if cls is Trap and row["role"] not in (MEMBER, HELD_OUT):
-                raise PddkitError(f"{path} line {no}: `role` must be {MEMBER} or {HELD_OUT}, "
+                raise PddkitError(f"{path} line {no}: 'role' must be {MEMBER} or {HELD_OUT}, "
                                   f"not {json.dumps(row['role'])}")
             rows.append(row)
     return rows
