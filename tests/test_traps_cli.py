@@ -10,7 +10,8 @@ import pytest
 from cli_helpers import run_cli
 from test_traps_detect import build_folder, hand_auc, save_tiny_pair
 
-from pddkit.cli.traps import number_range, whole_numbers
+from pddkit.cli.options import whole_numbers
+from pddkit.cli.traps import number_range
 from pddkit.errors import PddkitError
 
 NO_MODEL = "/nonexistent/model/dir"
@@ -66,6 +67,64 @@ def test_detect_refuses_a_folder_never_injected(tmp_path, capsys):
     code, _, err = run_cli(capsys, "traps", "detect", "--model", NO_MODEL, "--traps", folder,
                            "--output", tmp_path / "out")
     assert code == 1 and "inject them first" in err and len(err.strip().splitlines()) == 1
+
+
+def test_shared_helpers_have_one_copy():
+    import pddkit.cli.traps as cli_traps
+    from pddkit.evaluation import results
+    from pddkit.studies.traps import detect, generate, inject
+
+    assert inject._digest is generate._digest and detect._finite is results._finite
+    assert not hasattr(cli_traps, "whole_numbers")  # cli/options.py's, beside floats
+
+
+def hand_inject_inputs(tmp_path, rows_without_text=()):
+    """(trap folder, documents.jsonl): test_traps_inject's hand-made traps and 12 documents,
+    plus `rows_without_text`."""
+    from test_traps_generate import word_tokenizer
+    from test_traps_inject import WORDS, hand_documents, hand_folder
+
+    folder = hand_folder(word_tokenizer(WORDS)).write(tmp_path / "gen")
+    docs = tmp_path / "docs" / "docs.jsonl"
+    docs.parent.mkdir()
+    rows = [{"id": d, "text": t} for d, t in hand_documents(12)] + list(rows_without_text)
+    docs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder, docs
+
+
+def test_inject_refuses_an_output_holding_the_documents_before_reading_them(tmp_path, capsys,
+                                                                             monkeypatch):
+    from pddkit.studies.traps import documents
+
+    def never(*a, **k):
+        raise AssertionError("the documents were read")
+
+    folder, docs = hand_inject_inputs(tmp_path)
+    monkeypatch.setattr(documents, "read_documents", never)
+    code, _, err = run_cli(capsys, "traps", "inject", "--traps", folder, "--documents", docs,
+                           "--repeats", "1,2", "--min-tokens", "0", "--output", docs.parent)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"--output {docs.parent} holds the --documents file" in err and "replace" in err
+    assert sorted(p.name for p in docs.parent.iterdir()) == ["docs.jsonl"]
+
+
+def test_inject_counts_rows_without_text_and_refuses_a_file_with_none(tmp_path, capsys):
+    folder, docs = hand_inject_inputs(tmp_path, [{"id": "x1"}, {"id": "x2", "text": None}])
+    code, out, err = run_cli(capsys, "traps", "inject", "--traps", folder, "--documents", docs,
+                             "--repeats", "1,2", "--min-tokens", "0", "--output",
+                             tmp_path / "inj")
+    assert code == 0, err
+    assert "into 8 of 14 documents (0 under 0 tokens, 2 rows without text skipped)" in out
+    saved = json.loads((tmp_path / "inj" / "injection.json").read_text())
+    assert saved["counts"]["without_text"] == 2
+    written = [json.loads(x) for x in (tmp_path / "inj" / "docs.jsonl").read_text().splitlines()]
+    assert written[-2:] == [{"id": "x1"}, {"id": "x2", "text": None}]
+    code, _, err = run_cli(capsys, "traps", "inject", "--traps", folder, "--documents", docs,
+                           "--text-field", "body", "--repeats", "1", "--min-tokens", "0",
+                           "--output", tmp_path / "inj2")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"no line of {docs} has the text field 'body'" in one_line(err)
+    assert "with --text-field" in err and not (tmp_path / "inj2").exists()
 
 
 @pytest.mark.slow

@@ -288,3 +288,39 @@ def test_too_few_members_for_the_repeat_counts_is_refused():
         t if t.id == "L3-00000" else dataclasses.replace(t, role=HELD_OUT) for t in folder.traps))
     with pytest.raises(PddkitError, match=r"^1 member traps cannot go to 2 repeat counts"):
         inject_traps(one, hand_documents(4), repeats=[1, 2], tokenizer=tok, min_tokens=0)
+
+
+def test_a_documents_file_without_its_text_field_is_one_sentence(tmp_path):
+    src = tmp_path / "d.jsonl"
+    src.write_text('{"id": "a", "body": "One. Two."}\n{"id": "b", "body": "Three."}\n')
+    with pytest.raises(PddkitError) as e:
+        read_documents(src)
+    assert str(e.value) == (f"no line of {src} has the text field 'text': name the field "
+                            "holding the documents' texts with `text_field`")
+    src.write_text('{"id": "a", "text": null}\n{"id": "b"}\n')  # null everywhere: no text either
+    with pytest.raises(PddkitError, match="has the text field 'text'"):
+        read_documents(src)
+    assert read_documents(src, text_field="id").documents == [("a", "a"), ("b", "b")]
+
+
+def test_rows_without_text_are_skipped_counted_and_written_back_as_they_were(tmp_path):
+    tok = word_tokenizer(WORDS)
+    rows = [{"id": d, "text": t} for d, t in hand_documents(12)]
+    rows[3:3] = [{"id": "no-text", "n": 1}, {"id": "null-text", "text": None}]
+    src = tmp_path / "in" / "d.jsonl"
+    src.parent.mkdir()
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = read_documents(src)
+    assert table.without_text == 2
+    assert dict(table.documents)["no-text"] is None and dict(table.documents)["null-text"] is None
+    out, done = inject_traps(hand_folder(tok), table.documents, repeats=[1, 2], tokenizer=tok,
+                             min_tokens=20)
+    c = done.injection["counts"]
+    assert (c["documents"], c["without_text"], c["too_short"], c["eligible"]) == (14, 2, 0, 12)
+    assert not {i.document_id for i in done.insertions} & {"no-text", "null-text"}
+    back = [json.loads(x) for x in write_documents(table, out, tmp_path / "out").read_text()
+            .splitlines()]
+    assert back[3] == rows[3] and back[4] == rows[4]  # no text key, null text: as they were
+    with pytest.raises(PddkitError, match=r"^0 of the 0 documents \(2 more have no text\)"):
+        inject_traps(hand_folder(tok), [("a", None), ("b", None)], repeats=[1], tokenizer=tok,
+                     min_tokens=0)

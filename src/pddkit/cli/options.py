@@ -330,6 +330,17 @@ def floats(text: str, option: str) -> tuple[float, ...]:
     return values
 
 
+def whole_numbers(text: str, option: str) -> tuple[int, ...]:
+    """'25,50,100' -> (25, 50, 100), each at least 1; `option` names the flag in errors."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise PddkitError(f"{option} {text!r} must be whole numbers separated by commas") from None
+    if not values or min(values) < 1:
+        raise PddkitError(f"{option} {text!r} must be whole numbers of at least 1")
+    return values
+
+
 def names(text: str | None, option: str) -> tuple[str, ...]:
     """'mean,share' -> ('mean', 'share'); None -> (); `option` names the flag in the error."""
     if text is None:

@@ -22,17 +22,6 @@ def traps() -> None:
     a model trained on the documents memorised them (inserted vs held-out traps)."""
 
 
-def whole_numbers(text: str, option: str) -> tuple[int, ...]:
-    """'25,50,100' -> (25, 50, 100), each at least 1; `option` names the flag in errors."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise PddkitError(f"{option} {text!r} must be whole numbers separated by commas") from None
-    if not values or min(values) < 1:
-        raise PddkitError(f"{option} {text!r} must be whole numbers of at least 1")
-    return values
-
-
 def number_range(text: str, option: str) -> tuple[float, ...]:
     """'0.5:4:0.25' -> 0.5, 0.75, ..., 4.0 (the stop included when a step lands on it), or
     a comma list '0.7,1,1.5'; `option` names the flag in errors."""
@@ -76,7 +65,7 @@ def generate(model, lengths, count, ppl_range, buckets, temperatures, jaccard, r
     from pddkit.backends.hf_loading import load_model
     from pddkit.studies.traps.generate import check_generate_options, generate_traps
 
-    lengths = whole_numbers(lengths, "--lengths")
+    lengths = options.whole_numbers(lengths, "--lengths")
     rng = options.floats(ppl_range, "--ppl-range")
     if len(rng) != 2:
         raise PddkitError(f"--ppl-range {ppl_range!r} must be two numbers, low,high")
@@ -112,10 +101,14 @@ def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenize
     from pddkit.studies.traps.folder import read_folder
     from pddkit.studies.traps.inject import check_repeats, inject_traps
 
-    counts = check_repeats(whole_numbers(repeats, "--repeats"))
+    counts = check_repeats(options.whole_numbers(repeats, "--repeats"))
     if Path(output).expanduser().resolve() == Path(traps).expanduser().resolve():
         raise PddkitError(f"--output {output} is the --traps folder: inject into another folder "
                           "(the generated traps stay as they are)")
+    source = Path(documents).expanduser().resolve()
+    if (Path(output).expanduser() / source.name).resolve() == source:  # before reading them
+        raise PddkitError(f"--output {output} holds the --documents file {documents}: writing "
+                          "the injected documents there would replace it; choose another folder")
     folder = read_folder(traps)
     table = read_documents(documents, id_field=id_field, text_field=text_field)
     out = _trap_output(output, overwrite)
@@ -136,7 +129,9 @@ def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenize
     per = ", ".join(f"{n} traps x{r}" for r, n in c["traps_per_repeats"].items())
     click.echo(f"inserted {c['inserted']} of {c['member_traps']} member traps ({per}; "
                f"{c['copies']} copies) into {c['with_trap']} of {c['documents']} documents "
-               f"({c['too_short']} under {min_tokens} tokens)"
+               f"({c['too_short']} under {min_tokens} tokens"
+               + (f", {c['without_text']} rows without text skipped" if c["without_text"] else "")
+               + ")"
                + (f"; {c['not_inserted']} member traps left out so every repeat count gets "
                   "as many" if c["not_inserted"] else ""))
     click.echo(f"documents: {written}, trap folder: {out}")

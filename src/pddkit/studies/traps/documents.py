@@ -2,8 +2,8 @@
 format follows the suffix as in data/tables.py: .csv, .tsv/.tab, .parquet/.pq, anything
 else JSONL). Every row and column is kept; writing changes only the text of the documents
 that received a trap, under the input's file name in another folder. Each row needs an id
-(`id_field`, unique) and a text (`text_field`; a missing or null text is an empty
-document, written back as it was)."""
+(`id_field`, unique); a text (`text_field`) may be missing or null in some rows (no
+document: skipped by `traps inject`, counted, written back as it was), not in all."""
 
 from __future__ import annotations
 
@@ -31,9 +31,14 @@ class DocumentTable:
     schema: Any = None  # Parquet: the pyarrow schema, kept for writing
 
     @property
-    def documents(self) -> list[tuple[str, str]]:
-        """(id, text) per row, in file order (ids as strings; no text: "")."""
-        return [(str(r[self.id_field]), r.get(self.text_field) or "") for r in self.rows]
+    def documents(self) -> list[tuple[str, str | None]]:
+        """(id, text) per row, in file order (ids as strings; no text: None)."""
+        return [(str(r[self.id_field]), r.get(self.text_field)) for r in self.rows]
+
+    @property
+    def without_text(self) -> int:
+        """Rows whose text is missing or null."""
+        return sum(r.get(self.text_field) is None for r in self.rows)
 
 
 def document_format(path: str | Path) -> str:
@@ -46,7 +51,7 @@ def document_format(path: str | Path) -> str:
 def read_documents(path: str | Path, *, id_field: str = "id",
                    text_field: str = "text") -> DocumentTable:
     """Every row of a documents file; one sentence for a row without an id, a text that
-    is not a string, or an id used twice."""
+    is not a string, an id used twice, or a file where no row has a text."""
     path = Path(path)
     if not path.is_file():
         raise PddkitError(f"documents file {path} does not exist")
@@ -83,6 +88,9 @@ def read_documents(path: str | Path, *, id_field: str = "id",
             raise PddkitError(f"{path} {unit}s {where[str(doc_id)]} and {no} share the id "
                               f"{str(doc_id)!r}: document ids must be unique")
         where[str(doc_id)] = no
+    if not any(row.get(text_field) is not None for _, row in numbered):
+        raise PddkitError(f"no {unit} of {path} has the text field '{text_field}': name the "
+                          "field holding the documents' texts with `text_field`")
     return DocumentTable(path, fmt, tuple(r for _, r in numbered), id_field, text_field,
                          columns, schema)
 
@@ -99,8 +107,9 @@ def write_documents(table: DocumentTable, documents: Sequence[tuple[str, str]],
         raise ValueError("documents must be the table's ids in the table's order")
     rows = []
     for row, (_, text) in zip(table.rows, documents):
-        old = row.get(table.text_field)
-        rows.append(row if text == (old or "") else {**row, table.text_field: text})
+        old = row.get(table.text_field)  # a row without text stays without
+        rows.append(row if text == old or (old is None and not text)
+                    else {**row, table.text_field: text})
     out.parent.mkdir(parents=True, exist_ok=True)
     if table.format == "jsonl":
         with out.open("w", encoding="utf-8") as fh:

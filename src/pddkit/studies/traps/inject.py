@@ -27,14 +27,14 @@ Where pddkit differs, and why:
   (`not_inserted`); detection then ignores those traps (neither inserted nor held out);
 - their length filter `len(ids > min)` keeps every non-empty document as written; pddkit
   counts each document's tokens (no special tokens) and skips, and counts, shorter ones;
-- a trap's copies are counted in the written document (str.count must give R).
+- a trap's copies are counted in the written document (str.count must give R);
+- a document without text (None: a row of the documents file with no text) is skipped and
+  counted (`without_text`), and comes back as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import random
 import re
@@ -42,6 +42,7 @@ from collections.abc import Sequence
 
 from pddkit.errors import PddkitError
 from pddkit.studies.traps.folder import MEMBER, Insertion, Trap, TrapFolder
+from pddkit.studies.traps.generate import _digest
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +84,14 @@ def check_repeats(repeats: Sequence[int]) -> list[int]:
     return values
 
 
-def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str]], *,
+def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str | None]], *,
                  repeats: Sequence[int], tokenizer=None, min_tokens: int = 5000,
-                 seed: int = 0) -> tuple[list[tuple[str, str]], TrapFolder]:
-    """The documents ((id, text), same order) with the member traps of `folder` inserted,
-    and the folder with one Insertion per inserted trap and the `injection` record.
-    `tokenizer` (the traps' own: its fingerprint must match) counts the documents' tokens
-    for `min_tokens`; it may be None only when `min_tokens` is 0."""
+                 seed: int = 0) -> tuple[list[tuple[str, str | None]], TrapFolder]:
+    """The documents ((id, text), same order; a text None is no document: skipped, counted,
+    returned as None) with the member traps of `folder` inserted, and the folder with one
+    Insertion per inserted trap and the `injection` record. `tokenizer` (the traps' own:
+    its fingerprint must match) counts the documents' tokens for `min_tokens`; it may be
+    None only when `min_tokens` is 0."""
     from pddkit.progress import bar
 
     repeats = check_repeats(repeats)
@@ -118,16 +120,21 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str]], *,
                           "counts in equal numbers: give fewer `repeats` or generate more traps")
 
     texts = [t for _, t in documents]
+    present = [i for i, t in enumerate(texts) if t is not None]
+    without_text = len(texts) - len(present)
     tokens = [0] * len(texts)
     if min_tokens > 0:
-        with bar(len(texts), "counting document tokens", unit="doc") as progress:
-            for i in range(0, len(texts), TOKEN_BATCH):
-                enc = tokenizer(texts[i:i + TOKEN_BATCH], add_special_tokens=False)["input_ids"]
-                tokens[i:i + len(enc)] = [len(e) for e in enc]
-                progress.update(len(enc))
-    eligible = [i for i, n in enumerate(tokens) if n >= min_tokens]
+        with bar(len(present), "counting document tokens", unit="doc") as progress:
+            for k in range(0, len(present), TOKEN_BATCH):
+                batch = present[k:k + TOKEN_BATCH]
+                enc = tokenizer([texts[i] for i in batch], add_special_tokens=False)["input_ids"]
+                for i, e in zip(batch, enc):
+                    tokens[i] = len(e)
+                progress.update(len(batch))
+    eligible = [i for i in present if tokens[i] >= min_tokens]
     if len(eligible) < len(plan):
-        raise PddkitError(f"{len(eligible)} of the {len(texts)} documents have at least "
+        none = f" ({without_text} more have no text)" if without_text else ""
+        raise PddkitError(f"{len(eligible)} of the {len(present)} documents{none} have at least "
                           f"`min_tokens` {min_tokens} tokens, fewer than the {len(plan)} member "
                           "traps to insert (one trap per document): give more or longer "
                           "documents, lower `min_tokens`, or generate fewer traps")
@@ -150,7 +157,8 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str]], *,
         "study": "traps inject", "paper": PAPER,
         "options": {"repeats": repeats, "min_tokens": min_tokens, "seed": seed},
         "sentence_end": SENTENCE_END.pattern,
-        "counts": {"documents": len(texts), "too_short": len(texts) - len(eligible),
+        "counts": {"documents": len(texts), "without_text": without_text,
+                   "too_short": len(present) - len(eligible),
                    "eligible": len(eligible), "with_trap": len(plan),
                    "unchanged": len(texts) - len(plan), "member_traps": len(members),
                    "inserted": len(plan), "not_inserted": len(left_out),
@@ -158,16 +166,11 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str]], *,
         "not_inserted": sorted(t.id for t in left_out),
     }
     logger.info("inserted %d member traps (%s copies) into %d of %d documents; %d documents "
-                "under %d tokens; %d member traps left out", len(plan),
+                "under %d tokens, %d without text; %d member traps left out", len(plan),
                 injection["counts"]["copies"], len(plan), len(texts),
-                len(texts) - len(eligible), min_tokens, len(left_out))
+                len(present) - len(eligible), min_tokens, without_text, len(left_out))
     out = list(zip(ids, new_texts))
     return out, dataclasses.replace(folder, insertions=tuple(insertions), injection=injection)
-
-
-def _digest(*parts) -> int:
-    blob = json.dumps([str(p) for p in parts]).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") >> 1
 
 
 def _check_tokenizer(folder: TrapFolder, tokenizer) -> None:
