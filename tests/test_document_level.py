@@ -210,14 +210,15 @@ def test_too_few_documents_left_by_the_validation_split_is_refused_before_any_mo
     code, _, err = run_cli(capsys, "run", "--model", tmp_path / "no-such-model", "--data", data,
                            "--methods", "loss", "--documents", "mean", "--val-fraction", "0.5",
                            "--output", tmp_path / "out")
-    assert code == 1 and "the texts left to evaluate (test part, shots left out) form 1 member and 1" in err, err
+    assert code == 1, err
+    assert "the texts left to evaluate (test part, shots left out) form 1 member and 1" in err
 
 
 def test_unlabelled_split_words_previews_the_texts_scored(tmp_path, capsys):
     from tiny_models import save_tiny_gpt2
 
     model = save_tiny_gpt2(tmp_path / "m")
-    words = "the quick brown fox jumps over the lazy dog".split()
+    words = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
     rows = [{"id": "short", "text": "too short"},
             {"id": "long", "text": " ".join(words * 3)}]  # 27 words: three 9-word texts
     data = write_jsonl(tmp_path / "u.jsonl", rows)
