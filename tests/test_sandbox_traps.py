@@ -212,13 +212,31 @@ def test_cli_refuses_bad_trap_options_before_training(tmp_path, capsys):
         assert not (tmp_path / "o" / "split.json").exists()
 
 
+# vocabulary 500, not test_sandbox.py's 300: under a reference model this small, nearly every
+# sample from a 300-token BPE fails to re-encode to its own ids (about 1 in 50 passes; 1 in 5
+# with 500), and trap generation would run out of samples
 TINY = ["--members", "16", "--reference", "16", "--epochs", "2", "--layers", "1", "--width",
-        "32", "--vocab-size", "300", "--context", "128", "--windows", "32", "--bootstrap", "50",
+        "32", "--vocab-size", "500", "--context", "128", "--windows", "32", "--bootstrap", "50",
         "--section-words", "120", "--methods", "loss,ref"]
 
 
+@pytest.fixture
+def one_thread():
+    """Tiny models on 2 shared cores: more threads are many times slower (test_contamination)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.mark.slow
-def test_a_sandbox_with_traps_detects_traps_repeated_32_times_better_than_once(tmp_path, capsys):
+def test_a_sandbox_with_traps_detects_traps_repeated_32_times_better_than_once(
+        tmp_path, capsys, one_thread):
+    """20 traps of 25 tokens inserted (10 once, 10 32 times per epoch, 2 epochs) and 20 held
+    out. `ref` AUC, R=1 vs R=32, on seeds 0 / 1 / 2 / 3 (checked by hand; the test runs
+    seed 0): 0.480 vs 0.865, 0.325 vs 0.915, 0.525 vs 0.905, 0.635 vs 0.845."""
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"text": t}) + "\n" for t in gutenberg_paragraphs(300)))
     out = tmp_path / "sb"
@@ -236,7 +254,7 @@ def test_a_sandbox_with_traps_detects_traps_repeated_32_times_better_than_once(t
     assert c["generated"] == 40 and c["inserted"] >= 16 and c["held_out"] >= 16
     entry = summary["runs"][0]["traps"]
     auc = {cell["repeats"]: cell["auc"]["ref"] for cell in entry["cells"]}
-    assert auc[32] > auc[1] + 0.2, auc
+    assert auc[32] > auc[1] and auc[32] >= 0.75, auc
     assert "Traps: AUC by length x repeats" in printed.out and "L=25, R=32" in printed.out
     for name in ("traps.jsonl", "manifest.json", "trap-info.jsonl", "injection.json",
                  "results.json", "scores.jsonl", "report.html"):
