@@ -294,7 +294,9 @@ class TrapCheck:
 
 
 def present(out: Path, run_dir: Path) -> bool:
-    return (out / FOLDER).is_dir() or (run_dir / FOLDER).is_dir()
+    """Whether the run was given traps (RUN/traps; OUTPUT/traps alone may be left over from
+    an earlier sandbox in the folder, which `overwrite` does not remove)."""
+    return (run_dir / FOLDER).is_dir()
 
 
 def verify(out: Path, run_dir: Path, train: list[dict], ref_texts: list[str],
