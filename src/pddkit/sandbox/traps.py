@@ -60,8 +60,6 @@ logger = logging.getLogger(__name__)
 
 FOLDER = "traps"  # OUTPUT/traps: the generated traps; RUN/traps: injected, and detect's results
 FILTER = "sandbox-filter.json"  # in OUTPUT/traps: the traps dropped before injection, and why
-# methods traps detect cannot run: it is given no mask model, probe data or labelled shots
-NOT_FOR_TRAPS = ("masked LM for neighbours", "probe", "labelled shots")
 
 
 @dataclass(frozen=True)
@@ -126,12 +124,13 @@ def carriers_needed(cfg) -> int:
 def methods_for_traps(methods: str) -> str:
     """`methods` without those traps cannot be scored by (they need a mask model, a probe or
     labelled shots, which traps detect is not given); "all" stays "all" (it skips them)."""
-    from pddkit.methods.base import METHODS
+    from pddkit.methods.base import METHODS, Need
     from pddkit.params import parse_spec, split_spec_list
 
+    unmet = {Need.NEIGHBORS, Need.PROBE, Need.SHOTS}  # traps detect is given none of these
     specs = split_spec_list(methods)
     kept = [s for s in specs if parse_spec(s)[0] == "all"
-            or not {n.value for n in METHODS.get(parse_spec(s)[0]).needs} & set(NOT_FOR_TRAPS)]
+            or not METHODS.get(parse_spec(s)[0]).needs & unmet]
     if not kept:
         raise PddkitError(f"`methods` {methods!r} names no method traps can be scored by (they "
                           "are scored without a mask model, probe data or shots): add e.g. ref")
