@@ -56,8 +56,11 @@ def cli(verbose: int, quiet: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit code 1."""
+    from pddkit.provenance import command_line
+
     try:
-        cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
+        with command_line(argv):  # what results.json's provenance records as the command
+            cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
     except PddkitError as e:
         click.echo(f"pddkit: error: {options.for_cli(str(e))}", err=True)
         return 1

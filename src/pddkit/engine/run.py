@@ -70,6 +70,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
     chosen on the validation texts and all metrics are measured on the test texts only.
     """
+    from pddkit.provenance import Provenance, known_fingerprint, now
+
+    started = now()
     config.check()
     if config.split_words is not None:  # each row a document, cut into consecutive texts
         from pddkit.data.split_words import split_documents
@@ -167,6 +170,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             probe=None if search is None else search.best,
             probe_validated=None if "probe" not in validation else next(
                 p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
+            # opened: the target's backend, then the reference model's when one loaded
+            provenance=Provenance.collect(started, models=table.models, fingerprints=dict(
+                zip(("target", "reference"), map(known_fingerprint, opened)))),
         )
     except BaseException:
         if blind is not None:  # nobody will ask for it now

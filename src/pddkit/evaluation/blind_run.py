@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
     """Out-of-fold blind-baseline scores and metrics of a labelled Dataset, as a RunResult
     with one method, `blind` (so results.json / scores.jsonl / reports work as for `run`)."""
+    from pddkit.provenance import Provenance, now
+
+    started = now()
     require_blind_data([s.label for s in dataset.samples], dataset.name,
                        unlabelled=dataset.meta.get("unlabelled"))
     groups = [s.group for s in dataset.samples]
@@ -64,7 +67,8 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000) -> RunResult:
                      config=config, counts=dataset.counts(), timings={"blind_baseline": seconds},
                      models={}, skipped=tuple((s.source, s.reason) for s in dataset.skipped),
                      notices=tuple(notices),
-                     subsets=tuple(subsets) if any(x is not None for x in subsets) else None)
+                     subsets=tuple(subsets) if any(x is not None for x in subsets) else None,
+                     provenance=Provenance.collect(started, devices=["cpu"]))
 
 
 def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,

@@ -45,6 +45,8 @@ class RunResult:
     # the document level (SPEC 3c): evaluation.document_level.DocumentLevel, written to
     # results.json ("documents") and documents.jsonl
     documents: object | None = None
+    # pddkit.provenance.Provenance: versions, git commit, device, command line, times
+    provenance: object | None = None
 
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
@@ -97,6 +99,7 @@ class RunResult:
         return out
 
     def to_dict(self) -> dict:
+        from pddkit.provenance import provenance_dict
         from pddkit.version import __version__
 
         counts = self.subset_counts()
@@ -124,6 +127,7 @@ class RunResult:
             },
             "metrics_on": "test part" if self.splits else "all texts",
             **({"documents": self.documents.to_dict()} if self.documents is not None else {}),
+            "provenance": provenance_dict(self.provenance),
         }
 
     def write(self, out_dir: str | Path) -> Path:
