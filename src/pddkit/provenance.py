@@ -216,6 +216,16 @@ class Provenance:
             command=current_command(), started_at=started_at or now(), finished_at=now(),
             models=_models(models, dict(fingerprints or {})))
 
+    @classmethod
+    def of_runs(cls, started_at: str | None, runs: Mapping[str, Provenance]) -> Provenance:
+        """One provenance for work made of several runs (compare's two models): `runs`
+        maps a role to the provenance of the run whose target model plays it."""
+        first = next(iter(runs.values()))
+        devices = {d["device"]: d for p in runs.values() for d in p.devices}
+        models = {role: p.models["target"] for role, p in runs.items() if "target" in p.models}
+        return replace(first, devices=tuple(devices.values()), models=models,
+                       started_at=started_at or first.started_at, finished_at=now())
+
     def spanning(self, started_at: str | None) -> Provenance:
         """This provenance for work that began at `started_at` (a study around a run) and
         ends now."""

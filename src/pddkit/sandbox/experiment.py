@@ -125,6 +125,7 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
 def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
     from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
+    from pddkit.provenance import Provenance, now
     from pddkit.resources.frequency import build_frequency_table
     from pddkit.sandbox import contamination, ground_truth, training, traps
     from pddkit.sandbox.corpus import load_corpus
@@ -153,6 +154,7 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
+    started = now()
     corpus = load_corpus(cfg.corpus, cfg.section_words)
     n_background = max([cfg.background, *(swept[1] if swept and swept[0] == "background"
                                            else [])])
@@ -221,7 +223,8 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
                    **csplit.counts(), "poisson": cfg.contamination_poisson,
                    "fraction": cfg.contamination_fraction},
                "traps": None if strap is None else strap.counts,
-               "runs": runs, "seconds": time.perf_counter() - t_start}
+               "runs": runs, "seconds": time.perf_counter() - t_start,
+               "provenance": Provenance.collect(started, devices=[device]).to_dict()}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     from pddkit.reporting.sandbox_summary import write_summary
 

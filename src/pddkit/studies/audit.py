@@ -96,6 +96,7 @@ class AuditResult:
     counts: dict
     models: dict = field(default_factory=dict)
     notices: tuple[str, ...] = ()
+    provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
 
     def to_dict(self) -> dict:
         from pddkit.version import __version__
@@ -106,7 +107,8 @@ class AuditResult:
                 "never_seen_reference": asdict(self.reference), "book_test": self.book_test,
                 "books": [asdict(b) for b in self.books],
                 "skipped": [asdict(s) for s in self.skipped], "counts": self.counts,
-                "models": self.models, "notices": list(self.notices)}
+                "models": self.models, "notices": list(self.notices),
+                "provenance": self.provenance}
 
     def write(self, out_dir: str | Path, report: bool = True) -> Path:
         """results.json, books.csv (ranked), snippets.jsonl (each snippet's score) and,
@@ -287,7 +289,9 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     from pddkit.data.samples import Sample, make_dataset
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.provenance import now
 
+    started = now()
     for name, value in (("snippets", snippets), ("words", words)):
         if not isinstance(value, int) or value < 1:
             raise PddkitError(f"`{name}` must be a whole number of at least 1, not {value!r}")
@@ -375,4 +379,5 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                        scores=tuple(map(float, scores[:n])),
                        verdict=_verdict(rates, th, ref, test, len(skipped)), config=cfg,
                        counts=counts,
-                       models=dict(run.models), notices=tuple(notices))
+                       models=dict(run.models), notices=tuple(notices),
+                       provenance=run.provenance.spanning(started).to_dict())

@@ -68,6 +68,7 @@ class CompareResult:
     same_tokenizer: bool | None  # None when a tokenizer could not be compared
     counts: dict
     notices: tuple[str, ...] = field(default_factory=tuple)
+    provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
 
     @property
     def flagged(self) -> tuple[ChunkResult, ...]:
@@ -101,7 +102,8 @@ class CompareResult:
                 "configuration": self.config,
                 "models": self.models, "same_tokenizer": self.same_tokenizer,
                 "counts": self.counts, "verdict": self.verdict, "notices": list(self.notices),
-                "flagged": [_row(c) for c in self.flagged]}
+                "flagged": [_row(c) for c in self.flagged],
+                "provenance": self.provenance}
 
 
 def _row(c: ChunkResult) -> dict:
@@ -238,7 +240,7 @@ def _fingerprint(model, opts: EngineOptions) -> str | None:
 
 
 def _score(chunks: list[Chunk], model, method: str, opts: EngineOptions, seed: int):
-    """(scores, model description with its truncation count) from one engine run."""
+    """(scores, model description with its truncation count, provenance) of one engine run."""
     from pddkit.data.samples import Sample, make_dataset
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
@@ -252,7 +254,7 @@ def _score(chunks: list[Chunk], model, method: str, opts: EngineOptions, seed: i
         raise PddkitError(f"`method` {method!r} could not be scored with this model")
     info = dict(result.models.get("target", {}))
     info["truncated"] = int(result.counts.get("truncated", {}).get("target", 0))
-    return result.methods[0].scores, info
+    return result.methods[0].scores, info, result.provenance
 
 
 def sample_continuations(lm, prompt: str, reference: str, n: int, seed: int) -> list[str]:
@@ -327,7 +329,9 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
     tokenizer; each scores with its own tokenizer."""
     from pddkit.api import _model
     from pddkit.params import parse_spec, split_spec_list
+    from pddkit.provenance import Provenance, now
 
+    started = now()
     specs = split_spec_list(method)
     rules = [((chunks is None) != (books is None), "give exactly one of `chunks` and `books`"),
              (len(specs) == 1 and parse_spec(specs[0])[0] in RATIO_METHODS,
@@ -359,9 +363,9 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
                            "each model with its own, so the ratio compares mean log-probabilities "
                            "over different tokens")
     logger.info("scoring %d chunks with the original model", len(found))
-    s_a, info_a = _score(found, original, method, opts, seed)
+    s_a, info_a, prov_a = _score(found, original, method, opts, seed)
     logger.info("scoring %d chunks with the unlearned model", len(found))
-    s_b, info_b = _score(found, lm_b or unlearned, method, opts, seed)
+    s_b, info_b, prov_b = _score(found, lm_b or unlearned, method, opts, seed)
     ratios = score_ratios(s_a, s_b)
     flags = not_removed(ratios, band)
     results = [ChunkResult(c.id, c.source, len(c.text.split()), float(a), float(b), float(r),
@@ -396,4 +400,6 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
               "continuations": continuations, "prompt_words": prompt_words, "seed": seed,
               **asdict(opts)}
     return CompareResult(config, tuple(results), {"original": info_a, "unlearned": info_b}, same,
-                         counts, tuple(notices))
+                         counts, tuple(notices),
+                         Provenance.of_runs(started, {"original": prov_a, "unlearned": prov_b})
+                         .to_dict())

@@ -59,6 +59,7 @@ class InferenceResult:
     # ids they belong to, saved as neighbors.jsonl for a later run's `neighbors_file`
     neighbors: object | None = field(default=None, repr=False)
     ids: tuple[str, ...] = ()
+    provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
 
     @property
     def p_value(self) -> float:
@@ -89,7 +90,7 @@ class InferenceResult:
             "p_value_curve": [asdict(p) for p in d.curve],
             "false_positive_check_curve": [asdict(p) for p in d.check_curve],
             "configuration": self.config, "models": self.models, "notices": list(self.notices),
-            "counts": self.counts, "timings_s": self.timings,
+            "counts": self.counts, "timings_s": self.timings, "provenance": self.provenance,
         }
 
     def write(self, out_dir: str | Path) -> Path:
@@ -165,8 +166,9 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     test's p-value is below `alpha` and the false-positive check's is not."""
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.provenance import now
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), now()
     if not 0 < alpha < 1:
         raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
     check_classifier(classifier)
@@ -221,7 +223,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
                            {"suspect": n_s, "reference": len(ref.samples),
                             "truncated": run.counts.get("truncated", {})},
                            {"scoring": t1 - t0, "statistics": time.perf_counter() - t1},
-                           run.neighbors, run.ids)
+                           run.neighbors, run.ids, run.provenance.spanning(started).to_dict())
 
 
 def _finite(x):

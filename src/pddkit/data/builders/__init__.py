@@ -117,10 +117,12 @@ def make(name: str, **params) -> Built:
 def build(name: str, output: str | Path, overwrite: bool = False, **params) -> Path:
     """Run builder `name` and write OUTPUT/data.jsonl and OUTPUT/manifest.json; -> OUTPUT."""
     from pddkit.data.builders.manifest import write_build
+    from pddkit.provenance import now
 
+    started = now()
     spec, bound = bind(name, params)
     built = spec.make(**bound)
-    return write_build(output, name, bound, built, overwrite=overwrite)
+    return write_build(output, name, bound, built, overwrite=overwrite, started_at=started)
 
 
 def _load_all() -> None:

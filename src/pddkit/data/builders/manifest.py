@@ -54,7 +54,8 @@ def data_bytes(rows) -> bytes:
 
 
 def manifest(builder: str, params: dict, built: Built, data: bytes) -> dict:
-    """The manifest's content (no time stamp, no output path: rebuilds compare equal)."""
+    """The manifest's content (no output path; no time stamp outside `provenance`, which
+    write_build adds: apart from it, rebuilds compare equal)."""
     labels = [r["label"] for r in built.rows]
     return {
         "builder": builder,
@@ -83,9 +84,12 @@ def _write_atomic(path: Path, content: bytes) -> None:
 
 
 def write_build(output: str | Path, builder: str, params: dict, built: Built,
-                overwrite: bool = False) -> Path:
+                overwrite: bool = False, started_at: str | None = None) -> Path:
     """Write `built` into the folder `output`; a folder already holding a build (or a
-    data.jsonl) is refused unless `overwrite`. Other files in the folder are left alone."""
+    data.jsonl) is refused unless `overwrite`. Other files in the folder are left alone.
+    The manifest's `provenance` (pddkit/provenance.py) spans `started_at` to now."""
+    from pddkit.provenance import Provenance
+
     out = Path(output).expanduser()
     if out.exists() and not out.is_dir():
         raise PddkitError(f"`output` {out} is a file, not a folder")
@@ -94,7 +98,8 @@ def write_build(output: str | Path, builder: str, params: dict, built: Built,
         raise PddkitError(f"`output` {out} already holds {held[0]}; choose another folder or "
                           "pass `overwrite=True` to replace the build")
     data = data_bytes(built.rows)
-    text = json.dumps(manifest(builder, params, built, data), indent=2, ensure_ascii=False)
+    text = json.dumps({**manifest(builder, params, built, data), "provenance": Provenance.collect(
+        started_at, devices=["cpu"]).to_dict()}, indent=2, ensure_ascii=False)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST).unlink(missing_ok=True)  # from here on the folder is not complete

@@ -115,6 +115,7 @@ class TrapsResult:
     notices: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
     tokenizer: dict = field(default_factory=dict)  # generating vs target tokenizer (check_tokenizer)
+    provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
 
     @property
     def primary(self) -> str:
@@ -143,7 +144,8 @@ class TrapsResult:
             "by_bucket": [c.to_dict() for c in self.by_bucket],
             "configuration": self.config, "models": self.models, "counts": self.counts,
             "tokenizer": self.tokenizer,
-            "notices": list(self.notices), "timings_s": self.timings})
+            "notices": list(self.notices), "timings_s": self.timings,
+            "provenance": self.provenance})
 
     def write(self, out: str | Path, report: bool = True) -> Path:
         """results.json, scores.jsonl (one line per trap) and, with `report`, report.html
@@ -319,8 +321,9 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     from pddkit.data.samples import Sample, make_dataset
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.provenance import now
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), now()
     if not isinstance(n_bootstrap, int) or n_bootstrap < 0:
         raise PddkitError(f"`n_bootstrap` must be 0 or more, not {n_bootstrap!r}")
     where = str(folder) if not isinstance(folder, TrapFolder) else "(given in memory)"
@@ -376,5 +379,5 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
                 counts["inserted"], counts["held_out"], len(labels))
     return TrapsResult(tuple(scored), labels, table, by_bucket, cfg, dict(run.models), counts,
                        tuple(notices), {"scoring": t1 - t0, "metrics": time.perf_counter() - t1},
-                       tok_record)
+                       tok_record, run.provenance.spanning(started).to_dict())
 

@@ -139,7 +139,9 @@ def generate_traps(model, tokenizer, *, lengths: Sequence[int], count: int,
     from pddkit.backends.hf_loading import context_length, start_token_id
     from pddkit.cache.fingerprint import tokenizer_digest
     from pddkit.progress import bar
+    from pddkit.provenance import Provenance, now
 
+    started = now()
     check_generate_options(lengths=lengths, count=count, ppl_range=ppl_range, buckets=buckets,
                            temperatures=temperatures, jaccard=jaccard, batch_size=batch_size,
                            max_tries=max_tries)
@@ -188,6 +190,7 @@ def generate_traps(model, tokenizer, *, lengths: Sequence[int], count: int,
         "bucket_edges": edges,
         "never_sampled_ids": int(banned.sum()),
         "counts": counts,
+        "provenance": Provenance.collect(started, devices=[str(device)]).to_dict(),
     }
     return TrapFolder(tuple(traps), manifest)
 

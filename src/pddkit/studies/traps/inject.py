@@ -93,7 +93,9 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str | None]]
     its fingerprint must match) counts the documents' tokens for `min_tokens`; it may be
     None only when `min_tokens` is 0."""
     from pddkit.progress import bar
+    from pddkit.provenance import Provenance, now
 
+    started = now()
     repeats = check_repeats(repeats)
     if folder.insertions:
         raise PddkitError("this trap folder already holds injected traps (trap-info.jsonl): "
@@ -164,6 +166,7 @@ def inject_traps(folder: TrapFolder, documents: Sequence[tuple[str, str | None]]
                    "inserted": len(plan), "not_inserted": len(left_out),
                    "traps_per_repeats": per_repeat, "copies": sum(r for _, r in plan)},
         "not_inserted": sorted(t.id for t in left_out),
+        "provenance": Provenance.collect(started, devices=["cpu"]).to_dict(),
     }
     logger.info("inserted %d member traps (%s copies) into %d of %d documents; %d documents "
                 "under %d tokens, %d without text; %d member traps left out", len(plan),
