@@ -12,6 +12,7 @@ import click
 
 from pddkit import progress
 from pddkit.cli import options
+from pddkit.cli.config_file import ConfigGroup
 from pddkit.errors import PddkitError
 from pddkit.version import __version__
 
@@ -45,7 +46,7 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
             hf_logging.disable_progress_bar()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ConfigGroup, context_settings={"help_option_names": ["-h", "--help"]})  # --config, run.yaml
 @click.version_option(__version__, prog_name="pddkit")
 @click.option("-v", "--verbose", count=True, help="More log output.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
