@@ -114,7 +114,9 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           api_base: str | None = None,
           api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
-          cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
+          adapter: str | None = None, ref_adapter: str | None = None,
+          quantize: str | None = None, cache: str | None = None, freq: str | None = None,
+          mask_model: str | None = None,
           neighbors_file: str | None = None, prefix_data: str | None = None,
           probe_data: str | None = None, probe_load: str | None = None,
           probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
@@ -134,6 +136,12 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
     keeps every pass's statistics, so a rerun does no forward pass for texts it has seen.
     `backend="openai"` scores with a served model (`api_base`; `model` is its served name,
     `tokenizer` the directory or hub id of its tokenizer, default: `model`).
+    `adapter` (a PEFT adapter folder or hub id, `pip install 'pddkit[adapters]'`) is loaded
+    onto `model`, unmerged; a `model` folder holding an adapter alone (adapter_config.json)
+    loads the base model it names with it; `ref_adapter` does the same for `ref_model`.
+    `quantize` ("8bit" or "4bit", `pip install 'pddkit[quantize]'`) loads the models with
+    bitsandbytes on a CUDA GPU. The cache keys cover the adapter's weights and the
+    quantisation.
     """
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
@@ -149,7 +157,9 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              backend: str = "hf", api_base: str | None = None,
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
           api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
-             cache: str | None = None, freq: str | None = None, mask_model: str | None = None,
+             adapter: str | None = None, ref_adapter: str | None = None,
+             quantize: str | None = None, cache: str | None = None, freq: str | None = None,
+             mask_model: str | None = None,
              neighbors_file: str | None = None, prefix_data: str | None = None,
              probe_data: str | None = None, probe_load: str | None = None,
              probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
@@ -170,7 +180,8 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
     `language` ("en", "zh", ...) skips the methods meaningless for it. `documents` ("mean",
     "share", "classifier", or several) adds document-level scores and metrics over `groups`
     (`RunResult.documents`, SPEC 3c); `split_words` cuts each text into consecutive texts of
-    that many words, grouped by their text (at most `max_texts` each)."""
+    that many words, grouped by their text (at most `max_texts` each). `adapter`,
+    `ref_adapter` and `quantize` as in `score`."""
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
     if isinstance(documents, str):

@@ -24,6 +24,19 @@ from pddkit.stats import TokenStats
 _LIBRARIES = ("torch", "transformers", "tokenizers")
 
 
+def _files(d: Path) -> list[tuple[str, int, int]]:
+    """(name, size, mtime_ns) of each file of the folder `d`, sorted."""
+    files = []
+    for p in sorted(d.iterdir()):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if p.is_file():
+            files.append((p.name, st.st_size, st.st_mtime_ns))
+    return files
+
+
 @register_backend("hf")
 class HFBackend:
     """A model (backends.hf_loading.LoadedModel, or a way to load one) and its statistics pass."""
@@ -32,7 +45,7 @@ class HFBackend:
                                 sampling=True)
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("device", "dtype", "trust_remote_code", "local_files_only", "revision",
-               "batch_size", "padding_side", "max_length", "engine")
+               "batch_size", "padding_side", "max_length", "engine", "quantize")
 
     def __init__(self, lm=None, *, batch_size: int | str = 8, padding_side: str = "right",
                  max_length: int | None = None, spec: BackendSpec | None = None,
@@ -62,18 +75,29 @@ class HFBackend:
         self._tokens = None  # run_elsewhere: the tokenizer alone (hf_loading.TokenizerView)
         self._shared_cache: bool | None = None  # infill_stats: whether the KV cache can be shared
         self._shared_prefix: bool | None = None  # stats_given_prefix: the same, for the shots
+        self._parts: tuple[str, str | None] | None = None  # load: (base model, adapter or None)
 
     @classmethod
     def load(cls, name: str, *, device: str = "auto", dtype: str = "auto",
              trust_remote_code: bool = False, local_files_only: bool = False,
              revision: str | None = None, batch_size: int | str = 8, padding_side: str = "right",
              max_length: int | None = None, engine: str = "local",
-             role: str = "model") -> HFBackend:
+             role: str = "model", adapter: str | None = None,
+             quantize: str | None = None) -> HFBackend:
         """`name` (a local directory or a hub id), loaded when first needed. A missing local
         path, a hub id that can be fetched neither from the local cache nor from the hub, or
         a `device` this machine does not have is refused now. `engine="ray"`: never loaded
-        here unless a pass needs the model itself (the actors run it: run_elsewhere)."""
-        from pddkit.backends.hf_loading import DTYPES, check_device, check_source
+        here unless a pass needs the model itself (the actors run it: run_elsewhere).
+        `adapter`: a PEFT adapter (folder or hub id) on the model; a local folder `name`
+        holding an adapter alone loads its base with it (hf_loading.resolve_adapter).
+        `quantize`: "8bit" or "4bit" (bitsandbytes on a CUDA GPU; refused now without one)."""
+        from pddkit.backends.hf_loading import (
+            DTYPES,
+            check_device,
+            check_quantize,
+            check_source,
+            resolve_adapter,
+        )
 
         if dtype not in DTYPES:
             raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
@@ -81,16 +105,26 @@ class HFBackend:
         # decide (each actor loads through from_spec, which checks there)
         if device not in ("auto", "cpu") and engine == "local":
             check_device(device)
+        if engine == "local":
+            check_quantize(quantize, device)
         options = {"device": device, "dtype": dtype, "trust_remote_code": trust_remote_code,
                    "local_files_only": local_files_only, "revision": revision,
                    "batch_size": batch_size, "padding_side": padding_side,
                    "max_length": max_length, "role": role}
-        local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
+        if adapter is not None:  # only when set: a spec without them stays as it was
+            options["adapter"] = adapter
+        if quantize is not None:
+            options["quantize"] = quantize
+        # local adapter folders now (one sentence for a bad one); hub ids when loading
+        base, with_adapter = resolve_adapter(name, adapter, role=role, revision=revision,
+                                             local_files_only=local_files_only, hub=False)
+        local_files_only = check_source(base, role, trust_remote_code, revision, local_files_only)
         options["local_files_only"] = local_files_only
         backend = cls(None, batch_size=batch_size, padding_side=padding_side,
                       max_length=max_length, spec=BackendSpec("hf", name, tuple(sorted(options.items()))),
                       name=name)
-        if engine == "local" and backend.model_directory() is None:  # nothing to remember it by
+        backend._parts = (base, with_adapter)
+        if engine == "local" and backend._folders() is None:  # nothing to remember it by
             backend.lm  # noqa: B018
         return backend
 
@@ -113,7 +147,8 @@ class HFBackend:
             self._lm = load_model(self._spec.model, device=o["device"], dtype=o["dtype"],
                                   trust_remote_code=o["trust_remote_code"],
                                   local_files_only=o["local_files_only"], revision=o["revision"],
-                                  role=o["role"])
+                                  role=o["role"], adapter=o.get("adapter"),
+                                  quantize=o.get("quantize"))
         return self._lm
 
     @property
@@ -130,12 +165,34 @@ class HFBackend:
 
     def model_directory(self) -> Path | None:
         """The local folder the model is read from, when that is known without loading it:
-        a local path, or its snapshot in the hub cache when loading is offline."""
+        a local path, or its snapshot in the hub cache when loading is offline (for a PEFT
+        adapter folder given as the model: its base model's folder)."""
         if self._spec is None:
             return None
+        name = self._parts[0] if self._parts else self._spec.model
+        return self._folder(name, "config.json", dict(self._spec.options).get("revision"))
+
+    def adapter_directory(self) -> Path | None:
+        """The local folder of the PEFT adapter on the model (as model_directory finds the
+        model's), None without one or when it is not known without loading."""
+        if self._spec is None or not self._parts or self._parts[1] is None:
+            return None
+        return self._folder(self._parts[1], "adapter_config.json", None)
+
+    def _folders(self) -> list[Path] | None:
+        """The folders loading reads (the model's, then its adapter's), or None when one of
+        them is not known without loading."""
+        d = self.model_directory()
+        if d is None:
+            return None
+        if self._parts and self._parts[1] is not None:
+            a = self.adapter_directory()
+            return None if a is None else [d, a]
+        return [d]
+
+    def _folder(self, name: str, marker: str, revision: str | None) -> Path | None:
         from pddkit.backends.hf_loading import looks_local
 
-        name = self._spec.model
         if looks_local(name):
             d = Path(name).expanduser()
             return d.resolve() if d.is_dir() else None
@@ -147,7 +204,7 @@ class HFBackend:
         try:
             from huggingface_hub import try_to_load_from_cache
 
-            found = try_to_load_from_cache(name, "config.json", revision=o.get("revision"))
+            found = try_to_load_from_cache(name, marker, revision=revision)
         except Exception:  # any failure only means "load it"
             return None
         return Path(found).parent if isinstance(found, str) else None
@@ -158,21 +215,15 @@ class HFBackend:
         and the statistics format. None when it cannot be named (a model in memory, a hub id
         online)."""
         if self._load_key is None:
-            d = self.model_directory()
-            if d is None:
+            folders = self._folders()
+            if folders is None:
                 return None
             from importlib.metadata import PackageNotFoundError, version
 
             from pddkit.backends.hf_loading import resolve_device_dtype
 
-            files = []
-            for p in sorted(d.iterdir()):
-                try:
-                    st = p.stat()
-                except OSError:
-                    continue
-                if p.is_file():
-                    files.append((p.name, st.st_size, st.st_mtime_ns))
+            d, listed = folders[0], [_files(f) for f in folders]
+            files = listed[0]
             o = dict(self._spec.options)
             versions = {}
             for lib in _LIBRARIES:
@@ -184,6 +235,10 @@ class HFBackend:
                      "device_dtype": resolve_device_dtype(o["device"], o["dtype"]),
                      "trust_remote_code": o["trust_remote_code"], "revision": o["revision"],
                      "versions": versions, **({"where": self._where} if self._where else {})}
+            if len(folders) > 1:  # only with one: a key without an adapter stays as it was
+                parts["adapter"] = {"dir": str(folders[1]), "files": listed[1]}
+            if o.get("quantize"):
+                parts["quantize"] = o["quantize"]
             text = json.dumps(parts, sort_keys=True, default=str)
             self._load_key = hashlib.sha256(text.encode("utf-8")).hexdigest()
         return self._load_key
@@ -207,7 +262,7 @@ class HFBackend:
             self._tokens = load_tokenizer_view(self._spec.model, role=o["role"],
                                                trust_remote_code=o["trust_remote_code"],
                                                local_files_only=o["local_files_only"],
-                                               revision=o["revision"])
+                                               revision=o["revision"], adapter=o.get("adapter"))
         return self._tokens
 
     def fingerprint(self) -> str:
@@ -235,9 +290,15 @@ class HFBackend:
         if self._identity is not None:
             return dict(self._identity()[1])
         lm = self.lm
-        return {"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name) or lm.name,
-                "vocab_size": len(lm.tokenizer), "vocab_fingerprint": vocab_fingerprint(lm.tokenizer),
-                "device": lm.device, "dtype": lm.dtype, "context_length": lm.context_length}
+        facts = {"tokenizer": getattr(lm.tokenizer, "name_or_path", lm.name) or lm.name,
+                 "vocab_size": len(lm.tokenizer), "vocab_fingerprint": vocab_fingerprint(lm.tokenizer),
+                 "device": lm.device, "dtype": lm.dtype, "context_length": lm.context_length}
+        adapter, base, quantize = (getattr(lm, k, None) for k in ("adapter", "base", "quantize"))
+        if adapter is not None:  # only when set: facts without them stay as they were
+            facts.update(adapter=adapter, base_model=base)
+        if quantize is not None:
+            facts["quantize"] = quantize
+        return facts
 
     def encode(self, texts: Sequence[str], names: Sequence[str], what: str = "statistics") -> Encoded:
         from pddkit.backends.stats_pass import encode

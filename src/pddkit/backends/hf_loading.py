@@ -1,4 +1,6 @@
-"""Load a causal LM and its tokenizer from a local directory or a Hugging Face hub id."""
+"""Load a causal LM and its tokenizer from a local directory or a Hugging Face hub id,
+optionally with a PEFT adapter on it (`adapter`; an adapter folder given as the model loads
+its base) and quantised to 8 or 4 bits with bitsandbytes on a CUDA GPU (`quantize`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from pddkit.errors import PddkitError
 logger = logging.getLogger(__name__)
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZE = ("8bit", "4bit")  # bitsandbytes, on a CUDA GPU
+ADAPTER_CONFIG = "adapter_config.json"  # what marks a PEFT adapter folder or hub repository
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,9 @@ class LoadedModel:
     name: str
     device: str
     dtype: str
+    adapter: str | None = None  # the PEFT adapter loaded onto the model (folder or hub id)
+    base: str | None = None  # with an adapter: the base model it was loaded onto
+    quantize: str | None = None  # "8bit" or "4bit" (bitsandbytes)
 
     @property
     def context_length(self) -> int | None:
@@ -158,20 +166,32 @@ def load_model(
     local_files_only: bool = False,
     revision: str | None = None,
     role: str = "model",
+    adapter: str | None = None,
+    quantize: str | None = None,
 ) -> LoadedModel:
-    """`name` is a local directory or a hub id; remote code runs only if asked for."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    """`name` is a local directory or a hub id; remote code runs only if asked for.
+    `adapter`: a PEFT adapter (folder or hub id) loaded onto it, unmerged; a `name` that
+    is itself an adapter (its adapter_config.json) loads the base model it names.
+    `quantize`: "8bit" or "4bit" (bitsandbytes), on a CUDA GPU only."""
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    check_quantize(quantize, device)  # one sentence before anything loads
+    given = name
+    name, adapter = resolve_adapter(name, adapter, role=role, revision=revision,
+                                    local_files_only=local_files_only, hub=True)
     local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
     src, common = _source(name, trust_remote_code, local_files_only, revision)
+    extra = _quantized(quantize, device, torch_dtype)
     try:
         config = AutoConfig.from_pretrained(src, **common)
         check_causal(config, name, role)  # before any weights are read
-        tokenizer = AutoTokenizer.from_pretrained(src, **common)
+        tokenizer = load_tokenizer_of(name, adapter, trust_remote_code=trust_remote_code,
+                                      local_files_only=local_files_only, revision=revision)
         model, info = AutoModelForCausalLM.from_pretrained(src, config=config, dtype=torch_dtype,
-                                                           output_loading_info=True, **common)
+                                                           output_loading_info=True, **common,
+                                                           **extra)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = "the directory" if looks_local(name) else "the hub (offline? try a local path)"
@@ -182,9 +202,228 @@ def load_model(
         raise PddkitError(f"{role} {name} ({type(model).__name__}) lacks weights for "
                           f"{', '.join(missing[:3])}{more}: loading would fill them with random "
                           "values, so it is not a complete causal language model checkpoint")
-    model.to(device).eval()
-    logger.info("loaded %s %s on %s (%s)", role, name, device, torch_dtype)
-    return LoadedModel(model, tokenizer, name, device, str(torch_dtype).replace("torch.", ""))
+    if not extra:  # a quantised model is placed by its device_map (and cannot be moved)
+        model.to(device)
+    model.eval()
+    if adapter is not None:
+        attach_adapter(model, adapter, base=name, role=role, revision=revision,
+                       local_files_only=local_files_only)
+    logger.info("loaded %s %s on %s (%s%s)", role, given if adapter is None else
+                f"{name} with adapter {adapter}", device, torch_dtype,
+                f", quantised to {quantize}" if quantize else "")
+    return LoadedModel(model, tokenizer, given, device, str(torch_dtype).replace("torch.", ""),
+                       adapter=adapter, base=name if adapter is not None else None,
+                       quantize=quantize)
+
+
+def adapter_param(role: str) -> str:
+    """The parameter naming the adapter of a model in `role` (errors name it)."""
+    return "ref_adapter" if role.startswith("ref") else "adapter"
+
+
+def adapter_config(name: str, *, revision: str | None = None, local_files_only: bool = False,
+                   hub: bool = True) -> dict | None:
+    """The adapter_config.json of `name` when it is a PEFT adapter (a local folder holding
+    one, or, with `hub`, a hub repository that has one), else None."""
+    import json
+
+    if looks_local(name):
+        path = Path(name).expanduser() / ADAPTER_CONFIG
+        if not path.is_file():
+            return None
+    elif not hub:
+        return None
+    else:
+        try:
+            from transformers.utils import find_adapter_config_file
+
+            found = find_adapter_config_file(name, revision=revision,
+                                             local_files_only=local_files_only)
+        except Exception:  # unreachable, gated, malformed id: not known to be an adapter
+            return None
+        if found is None:
+            return None
+        path = Path(found)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise PddkitError(f"the PEFT adapter {name} has an unreadable {ADAPTER_CONFIG}: "
+                          f"{e}") from None
+    if not isinstance(data, dict):
+        raise PddkitError(f"the PEFT adapter {name} has an {ADAPTER_CONFIG} that is not a "
+                          "JSON object")
+    return data
+
+
+def is_adapter_folder(name: str) -> bool:
+    """Whether `name` is a local folder holding a PEFT adapter alone (adapter_config.json,
+    no config.json of a complete model)."""
+    if not looks_local(name):
+        return False
+    d = Path(name).expanduser()
+    return (d / ADAPTER_CONFIG).is_file() and not (d / "config.json").is_file()
+
+
+def resolve_adapter(name: str, adapter: str | None, *, role: str = "model",
+                    revision: str | None = None, local_files_only: bool = False,
+                    hub: bool = True) -> tuple[str, str | None]:
+    """(base model, adapter) to load for the model `name` with `adapter`: a `name` that is
+    a PEFT adapter (a folder with adapter_config.json and no config.json; with `hub`, also
+    a hub repository with one, looked up only when peft is installed) gives the base model
+    its config names (base_model_name_or_path) and itself as the adapter. A given
+    `adapter` must be a PEFT adapter; an adapter whose config names another base than
+    `name` is loaded with a warning (a local copy and a hub id of one model differ in name
+    only; weights that do not fit the model are refused by attach_adapter)."""
+    param = adapter_param(role)
+    if adapter is not None:
+        if looks_local(adapter) and not Path(adapter).expanduser().exists():
+            raise PddkitError(f"`{param}` path {adapter} does not exist")
+        cfg = adapter_config(adapter, revision=None, local_files_only=local_files_only, hub=hub)
+        if cfg is None and (looks_local(adapter) or hub):
+            raise PddkitError(f"`{param}` {adapter} is not a PEFT adapter: it has no "
+                              f"{ADAPTER_CONFIG} (give the folder or hub id that "
+                              "save_pretrained of a PEFT model wrote)")
+        if is_adapter_folder(name):
+            raise PddkitError(f"{role} {name} is itself a PEFT adapter ({ADAPTER_CONFIG}) and "
+                              f"`{param}` {adapter} is another: give the base model as the "
+                              f"model and one adapter as `{param}`")
+        named = (cfg or {}).get("base_model_name_or_path")
+        if hub and named and not same_model(named, name):  # said once, when loading
+            logger.warning("`%s` %s was trained on %s, not on %s (%s): loading it anyway; "
+                           "weights that do not fit the model are refused", param, adapter,
+                           named, name, role)
+        return name, adapter
+    if is_adapter_folder(name):
+        cfg = adapter_config(name) or {}
+    elif hub and not looks_local(name) and _peft_installed():
+        cfg = adapter_config(name, revision=revision, local_files_only=local_files_only)
+        if cfg is None:
+            return name, None
+    else:
+        return name, None
+    base = cfg.get("base_model_name_or_path")
+    if not base:
+        raise PddkitError(f"{role} {name} is a PEFT adapter whose {ADAPTER_CONFIG} names no "
+                          f"base model (base_model_name_or_path): give the base model as the "
+                          f"model and this folder as `{param}`")
+    if looks_local(base) and not Path(base).expanduser().exists():
+        raise PddkitError(f"{role} {name} is a PEFT adapter on {base} (base_model_name_or_path "
+                          f"in its {ADAPTER_CONFIG}), which does not exist here: give the base "
+                          f"model as the model and this adapter as `{param}`")
+    logger.info("%s %s is a PEFT adapter: loading its base model %s with it", role, name, base)
+    return base, name
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model names name one model: equal, the same local folder, or a hub
+    id and its snapshot folder in the hub cache."""
+    if a == b or a.rstrip("/") == b.rstrip("/"):
+        return True
+
+    def key(n: str) -> str:
+        if looks_local(n):
+            p = Path(n).expanduser()
+            p = p.resolve() if p.exists() else p
+            parts = p.parts
+            for i, part in enumerate(parts):  # .../models--org--name/snapshots/<commit>
+                if part.startswith("models--") and parts[i + 1:i + 2] == ("snapshots",):
+                    return part[len("models--"):].replace("--", "/")
+            return str(p)
+        return n
+
+    return key(a) == key(b)
+
+
+def _peft_installed() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("peft") is not None
+
+
+def attach_adapter(model, adapter: str, *, base: str, role: str = "model",
+                   revision: str | None = None, local_files_only: bool = False) -> None:
+    """Load the PEFT adapter `adapter` onto `model` (transformers' PEFT integration: the
+    model keeps its class, the adapter stays unmerged, in eval mode). Weights that do not
+    fit (a module it adapts that the model lacks, a shape that differs, a tensor the model
+    has no place for or left without a value) are one sentence: the adapter was made for
+    another base."""
+    param = adapter_param(role)
+    if not _peft_installed():
+        raise PddkitError(f"`{param}` needs peft: pip install 'pddkit[adapters]'")
+    src = str(Path(adapter).expanduser()) if looks_local(adapter) else adapter
+    try:
+        info = model.load_adapter(src, adapter_name="default", local_files_only=local_files_only)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PddkitError(f"`{param}` {adapter} does not fit {role} {base}: {first}") from None
+    bad = [*sorted(getattr(info, "missing_keys", ()) or ()),
+           *sorted(getattr(info, "unexpected_keys", ()) or ()),
+           *sorted(k[0] if isinstance(k, tuple) else k
+                   for k in getattr(info, "mismatched_keys", ()) or ())]
+    if bad:
+        more = f" and {len(bad) - 2} more" if len(bad) > 2 else ""
+        raise PddkitError(f"`{param}` {adapter} does not fit {role} {base}: its weights "
+                          f"{', '.join(bad[:2])}{more} have no place of that shape in the "
+                          "model (an adapter made for another base model)")
+    model.eval()
+
+
+def load_tokenizer_of(name: str, adapter: str | None, *, trust_remote_code: bool = False,
+                      local_files_only: bool = False, revision: str | None = None):
+    """The tokenizer a model with `adapter` encodes with: the adapter's own when it has one
+    (fine-tuning scripts save it beside the adapter), else the base model's."""
+    from transformers import AutoTokenizer
+
+    common = {"trust_remote_code": trust_remote_code, "local_files_only": local_files_only}
+    if adapter is not None:
+        if looks_local(adapter):
+            d = Path(adapter).expanduser()
+            if any((d / f).is_file() for f in _TOKENIZER_FILES):
+                return AutoTokenizer.from_pretrained(str(d), **common)
+        else:
+            try:
+                return AutoTokenizer.from_pretrained(adapter, **common)
+            except (OSError, ValueError, KeyError):
+                pass  # the adapter's repository holds no tokenizer: the base model's
+    src, kw = _source(name, trust_remote_code, local_files_only, revision)
+    return AutoTokenizer.from_pretrained(src, **kw)
+
+
+def check_quantize(quantize: str | None, device: str) -> None:
+    """`quantize` ("8bit" or "4bit") needs bitsandbytes and a CUDA GPU: one sentence, before
+    anything loads, when either is missing. Imports torch only when `quantize` is set."""
+    if quantize is None:
+        return
+    if quantize not in QUANTIZE:
+        raise PddkitError(f"`quantize` must be one of {', '.join(QUANTIZE)}, not {quantize!r}")
+    if device == "cpu" or device.startswith("mps"):
+        raise PddkitError(f"`quantize` {quantize} needs a CUDA GPU (bitsandbytes), not `device` "
+                          f"{device}")
+    resolved = pick_device(device)
+    if not resolved.startswith("cuda"):
+        raise PddkitError(f"`quantize` {quantize} needs a CUDA GPU (bitsandbytes) and this "
+                          f"machine has none (available: {available_devices()})")
+    from importlib.util import find_spec
+
+    if find_spec("bitsandbytes") is None:
+        raise PddkitError(f"`quantize` {quantize} needs bitsandbytes: pip install "
+                          "'pddkit[quantize]'")
+
+
+def _quantized(quantize: str | None, device: str, torch_dtype) -> dict:
+    """from_pretrained's extra keyword arguments for `quantize` (none without it): the
+    bitsandbytes config (4bit: NF4 weights, computing in the model's dtype) and the whole
+    model placed on `device`."""
+    if quantize is None:
+        return {}
+    from transformers import BitsAndBytesConfig
+
+    if quantize == "8bit":
+        config = BitsAndBytesConfig(load_in_8bit=True)
+    else:
+        config = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                    bnb_4bit_compute_dtype=torch_dtype)
+    return {"quantization_config": config, "device_map": {"": device}}
 
 
 def check_causal(config, name: str, role: str = "model",
@@ -273,15 +512,14 @@ def start_token_id(tokenizer, name: str = "model") -> int:
 
 
 def load_tokenizer(name: str, *, trust_remote_code: bool = False, local_files_only: bool = False):
-    """Just the tokenizer of a model directory or hub id (for frequency tables)."""
-    from transformers import AutoTokenizer
-
+    """Just the tokenizer of a model directory or hub id (for frequency tables); of a PEFT
+    adapter folder, the tokenizer its model encodes with (load_tokenizer_of)."""
     if looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"tokenizer path {name} does not exist")
-    src = str(Path(name).expanduser()) if looks_local(name) else name
     try:
-        return AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code,
-                                             local_files_only=local_files_only)
+        base, adapter = resolve_adapter(name, None, hub=False)
+        return load_tokenizer_of(base, adapter, trust_remote_code=trust_remote_code,
+                                 local_files_only=local_files_only)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PddkitError(f"could not load the tokenizer of {name}: {first}") from None
@@ -297,17 +535,22 @@ class TokenizerView:
 
 
 def load_tokenizer_view(name: str, *, role: str = "model", trust_remote_code: bool = False,
-                        local_files_only: bool = False, revision: str | None = None) -> TokenizerView:
-    """The tokenizer and the context of a model directory or hub id, read from its tokenizer
-    and config files as load_model reads them, without loading the weights (the Ray
-    engine's driver encodes with this; its actors load the model)."""
+                        local_files_only: bool = False, revision: str | None = None,
+                        adapter: str | None = None) -> TokenizerView:
+    """The tokenizer and the context of a model directory or hub id (with `adapter`, or a
+    PEFT adapter folder: the tokenizer load_model would use), read from its tokenizer and
+    config files as load_model reads them, without loading the weights (the Ray engine's
+    driver encodes with this; its actors load the model)."""
     from types import SimpleNamespace
 
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig
 
-    src, common = _source(name, trust_remote_code, local_files_only, revision)
+    base, adapter = resolve_adapter(name, adapter, role=role, revision=revision,
+                                    local_files_only=local_files_only)
+    src, common = _source(base, trust_remote_code, local_files_only, revision)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(src, **common)
+        tokenizer = load_tokenizer_of(base, adapter, trust_remote_code=trust_remote_code,
+                                      local_files_only=local_files_only, revision=revision)
         config = AutoConfig.from_pretrained(src, **common)
     except (OSError, ValueError, KeyError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -4,7 +4,11 @@ A backend's `fingerprint()` names its model. For the `hf` backend the weights ar
 their content: a model pddkit loaded from files itself, by the files (the hub cache's blob
 names, free, else a sha256 of each weight file memoised by path, size and mtime); a model
 object handed over in memory, by its tensors (cache/tensor_digest.py), since it may have
-changed since it was loaded.
+changed since it was loaded. A PEFT adapter on the model (loaded by pddkit through
+transformers' integration, or a PeftModel handed over) joins the fingerprint by its
+configuration and its own tensors (adapter_digest): the files a model was loaded from
+name its base weights only, so without it two adapters on one base would share entries.
+A quantised model adds its quantisation config and the bitsandbytes version.
 
 A backend puts everything that names its model into `fingerprint()` (the `openai` backend
 its canary too). The statistics cache keys entries by `cache_fingerprint(fingerprint)`:
@@ -22,7 +26,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from pddkit.cache.tensor_digest import tensor_digest
+from pddkit.cache.tensor_digest import named_tensors, tensor_digest
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +86,15 @@ def hf_fingerprint(model, tokenizer, *, start_id: int, dtype: str, backend: str 
         raise ValueError(f"weights must be 'files' or 'tensors', not {weights!r}")
     digest = (weights_digest(model, memo_path=memo_path) if weights == "files"
               else "tensors:" + tensor_digest(model))
+    extra: dict[str, object] = {}  # only when present: other models' keys stay as they were
+    adapters = adapter_digest(model)
+    if adapters is not None:
+        extra["adapters"] = adapters
+    quantized = quantization_digest(model)
+    if quantized is not None:
+        extra["quantization"] = quantized
     return fingerprint_of({
+        **extra,
         "backend": backend,
         "stats_format": int(stats_format),
         "start_id": int(start_id),
@@ -92,6 +104,88 @@ def hf_fingerprint(model, tokenizer, *, start_id: int, dtype: str, backend: str 
         "attention": getattr(getattr(model, "config", None), "_attn_implementation", None),
         "tokenizer": tokenizer_digest(tokenizer),
     })
+
+
+# adapter config keys that name where an adapter came from or how it was saved
+ADAPTER_CONFIG_NOISE = ("base_model_name_or_path", "revision", "inference_mode", "peft_version")
+
+
+def adapter_digest(model) -> str | None:
+    """Hex sha256 of the PEFT adapters on `model` (None without any): each adapter's config
+    (less ADAPTER_CONFIG_NOISE), which are active, whether any is merged into the base
+    weights, and every tensor that belongs to an adapter (a name with the adapter's name
+    as one of its parts: lora_A.default.weight, modules_to_save.default.weight, ...), by
+    name, dtype, shape and a sha256 of its bytes. Adapters are small: hashed every time."""
+    configs = getattr(model, "peft_config", None)
+    if not isinstance(configs, Mapping) or not configs:
+        return None
+    names = {str(n) for n in configs}
+    cfgs = {}
+    for name, cfg in sorted(configs.items()):
+        d = cfg.to_dict() if hasattr(cfg, "to_dict") else dict(vars(cfg))
+        for key in ADAPTER_CONFIG_NOISE:
+            d.pop(key, None)
+        cfgs[str(name)] = _plain(d)
+    active = None
+    for attr in ("active_adapters", "active_adapter"):
+        value = getattr(model, attr, None)
+        try:
+            value = value() if callable(value) else value
+        except (ValueError, RuntimeError, AttributeError):  # transformers: none loaded
+            value = None
+        if value is not None:
+            active = sorted([value] if isinstance(value, str) else map(str, value))
+            break
+    modules = model.modules() if hasattr(model, "modules") else ()
+    merged = any(bool(getattr(m, "merged", False)) for m in modules)
+    h = hashlib.sha256()
+    for name, t in named_tensors(model):
+        if names.isdisjoint(name.split(":", 1)[-1].split(".")):
+            continue
+        h.update(f"{name}|{str(t.dtype).replace('torch.', '')}|{tuple(t.shape)}|"
+                 f"{_bytes_sha256(t)}\n".encode())
+    return fingerprint_of({"configs": cfgs, "active": active, "merged": merged,
+                           "tensors": h.hexdigest()})
+
+
+def _plain(value):
+    """A config value as JSON keeps it the same every time (sets sorted, enums by value)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "value") and not isinstance(value, (str, int, float, bool)):
+        return _plain(value.value)  # an Enum (PeftType, TaskType)
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _bytes_sha256(t) -> str:
+    """sha256 of a tensor's raw bytes (moved to the CPU)."""
+    import torch
+
+    flat = t.detach().reshape(-1).contiguous()
+    h = hashlib.sha256()
+    if flat.numel():
+        h.update(flat.view(torch.uint8).cpu().numpy())
+    return h.hexdigest()
+
+
+def quantization_digest(model) -> dict | None:
+    """The model's quantisation (None when it has none): its quantisation config as
+    transformers records it and the bitsandbytes version that computes with it."""
+    cfg = getattr(getattr(model, "config", None), "quantization_config", None)
+    if cfg is None and not getattr(model, "is_quantized", False):
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    d = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    try:
+        bnb = version("bitsandbytes")
+    except PackageNotFoundError:
+        bnb = None
+    return {"config": _plain(d), "bitsandbytes": bnb}
 
 
 def config_digest(model) -> str:

@@ -16,7 +16,8 @@ logger = logging.getLogger("pddkit")
 @cli.command(short_help="Score texts; metrics when they are labelled.")
 @options.apply(options.RUN_OPTIONS)
 def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
-        tokenizer, revision, cache, engine, ray_address, actors, gpus_per_actor, limit, ref_model,
+        tokenizer, revision, adapter, quantize, cache, engine, ray_address, actors, gpus_per_actor,
+        limit, ref_model, ref_adapter,
         freq, data, benchmark, data_dir, text_field, label_field, id_field, group_field,
         subset_field, data_split, language, methods, output, batch_size, max_length, padding_side, on_invalid,
         n_bootstrap, seed, val_fraction, val_data,
@@ -39,6 +40,10 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
+    if quantize is not None and engine == "local":  # no GPU: one sentence before data loads
+        from pddkit.backends.hf_loading import check_quantize
+
+        check_quantize(quantize, device)
     dataset = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
                                   group_field, subset_field, data_split, language,
                                   on_invalid).load()
@@ -51,7 +56,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        backend=backend, api_base=api_base, api_key_env=api_key_env,
                        api_concurrency=api_concurrency, api_timeout=api_timeout,
                        api_retries=api_retries,
-                       tokenizer=tokenizer, revision=revision, cache=cache, engine=engine,
+                       tokenizer=tokenizer, revision=revision, adapter=adapter,
+                       ref_adapter=ref_adapter, quantize=quantize, cache=cache, engine=engine,
                        ray_address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor,
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,

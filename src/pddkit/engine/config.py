@@ -27,6 +27,9 @@ class RunConfig:
     trust_remote_code: bool = False
     local_files_only: bool = False
     revision: str | None = None
+    adapter: str | None = None  # a PEFT adapter (folder or hub id) loaded onto `model` (hf)
+    ref_adapter: str | None = None  # ... and onto `ref_model`
+    quantize: str | None = None  # "8bit" or "4bit": hf models loaded with bitsandbytes (CUDA)
     tokenizer: str | None = None  # the API backend's local tokenizer (default: the model name)
     api_base: str | None = None  # the API backend's URL, e.g. http://127.0.0.1:8000/v1
     api_key_env: str | None = "OPENAI_API_KEY"  # the variable holding the API key (never stored)
@@ -100,10 +103,28 @@ class RunConfig:
             (self.api_retries >= 0, f"`api_retries` must be 0 or more, not {self.api_retries}"),
             (self.backend != "openai" or bool(self.api_base),
              "the openai backend needs `api_base`, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
+            (self.adapter is None or self.backend == "hf",
+             f"`adapter` loads a PEFT adapter onto a model loaded here (backend hf), not onto "
+             f"a {self.backend} model: serve the model with its adapter instead"),
+            (self.ref_adapter is None or self.ref_model is not None,
+             "`ref_adapter` goes onto the reference model: give `ref_model` too"),
+            (self.ref_adapter is None or (self.ref_backend or "hf") == "hf",
+             "`ref_adapter` loads a PEFT adapter onto a reference model loaded here (backend "
+             "hf), not onto a served one"),
+            (self.quantize is None or self.quantize in ("8bit", "4bit"),
+             f"`quantize` must be 8bit or 4bit, not {self.quantize!r}"),
+            (self.quantize is None or self.backend == "hf" or (self.ref_model is not None and
+                                                              (self.ref_backend or "hf") == "hf"),
+             "`quantize` quantises the models loaded here (backend hf); a served model is "
+             "quantised by its server"),
         ]
         for ok, message in rules:
             if not ok:
                 raise PddkitError(message)
+        if self.quantize is not None and self.engine == "local":  # one sentence before loading
+            from pddkit.backends.hf_loading import check_quantize
+
+            check_quantize(self.quantize, self.device)
         from pddkit.evaluation.document_level import DOC_FEATURES, check_aggregations
 
         if isinstance(self.documents, str):

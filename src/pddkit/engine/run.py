@@ -37,6 +37,12 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
     from pddkit.backends.hf_loading import LoadedModel
 
     reference = role != "model"
+    adapter = config.ref_adapter if reference else config.adapter
+    if given is not None and adapter is not None:
+        param = "ref_adapter" if reference else "adapter"
+        raise PddkitError(f"`{param}` goes onto a model pddkit loads by name; a model handed "
+                          "over in memory brings its adapter itself (a PeftModel, or "
+                          "model.load_adapter)")
     if isinstance(given, BackendType):
         backend = given
     elif isinstance(given, LoadedModel):
@@ -46,7 +52,10 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
         kind = (config.ref_backend or "hf") if reference else config.backend
         name = config.ref_model if reference else config.model
         cls = get_backend(kind)
-        backend = cls.load(name, role=role, **{k: getattr(config, k) for k in cls.OPTIONS})
+        options = {k: getattr(config, k) for k in cls.OPTIONS}
+        if adapter is not None:  # RunConfig.check: only with the hf backend
+            options["adapter"] = adapter
+        backend = cls.load(name, role=role, **options)
     if config.cache:
         from pddkit.cache import CachingBackend, StatsStore
 
