@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "numpy", "scikit-learn")
 API = "python API"  # the command line of a run started from Python, not from `pddkit`
-NOT_COMPUTED = ("not computed: the statistics cache (--cache) fingerprints the model; a run "
+NOT_COMPUTED = ("not computed: the statistics cache (`cache`) fingerprints the model; a run "
                 "without it does not hash the weights")
 _GIT_TIMEOUT_S = 10
 _command: str | None = None  # set by the CLI while a command runs (process-wide)
@@ -85,10 +85,10 @@ def git_state(source: Path | None = None) -> dict:
         if head.returncode != 0:
             return {**nothing, "reason": f"{src} is not in a git work tree"}
         # a wheel installed inside some other repository (a venv in a project) is not tracked
-        own = _git(["ls-files", "--error-unmatch", "--", "__init__.py"], src)
-        if own.returncode != 0:
+        own = _git(["ls-files", "--", "__init__.py"], src)  # prints it when it is tracked
+        if own.returncode != 0 or not own.stdout.strip():
             return {**nothing, "reason": f"pddkit's source {src} is not tracked by git"}
-        status = _git(["status", "--porcelain"], src)
+        status = _git(["status", "-z"], src)  # porcelain v1 (NUL-separated)
         if status.returncode != 0:
             return {"commit": head.stdout.strip(), "dirty": None,
                     "reason": f"git status failed: {status.stderr.strip()[:200]}"}

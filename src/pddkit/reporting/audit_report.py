@@ -123,6 +123,7 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
                           "against never-seen validation books' spread, with a "
                           "false-discovery-rate correction (pddkit's addition).",)))
     blocks.append(Config({"configuration": results["configuration"], "counts": results["counts"],
-                          "models": results.get("models", {})}))
+                          "models": results.get("models", {})},
+                         provenance=results.get("provenance")))
     return write_page(Page("pddkit audit: which books was this model trained on?",
                            tuple(blocks)), out)

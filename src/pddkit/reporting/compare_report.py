@@ -132,7 +132,8 @@ def report_page(result) -> Page:
         "unlearning barely changed it (Shi et al. 2024, section 7, flag chunks inside "
         "(1/1.15, 1.15)). A flag is a reason to look closer, not proof: the paper confirms "
         "flagged chunks by letting the unlearned model continue them.",), lead="How to read it:"))
-    blocks.append(Config({"configuration": cfg, "models": result.models, "counts": counts}))
+    blocks.append(Config({"configuration": cfg, "models": result.models, "counts": counts},
+                         provenance=result.provenance))
     return Page("pddkit compare: unlearning audit", tuple(blocks))
 
 

@@ -139,7 +139,8 @@ def infer_page(data: dict) -> Page:
     if data["notices"]:
         blocks.append(Notice(tuple(data["notices"]), lead="Notices."))
     blocks.append(Config({"configuration": cfg, "models": data["models"], "counts": data["counts"],
-                          "paper": data["paper"], "pddkit_version": data["pddkit_version"]}))
+                          "paper": data["paper"], "pddkit_version": data["pddkit_version"]},
+                         provenance=data.get("provenance")))
     return Page("pddkit dataset inference", tuple(blocks))
 
 

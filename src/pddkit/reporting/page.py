@@ -70,11 +70,13 @@ class Links:
 @dataclass(frozen=True)
 class Config:
     """The configuration section: notices (e.g. the statistics cache line), then `data` as
-    JSON in a <pre> block."""
+    JSON in a <pre> block, then `provenance` (results.json's, pddkit/provenance.py) in a
+    collapsed <details> section."""
 
     data: dict
     notices: tuple[Notice, ...] = ()
     title: str = "Configuration"
+    provenance: dict | None = None
 
 
 Block = Summary | Notice | Table | Image | Links | Config
@@ -115,8 +117,36 @@ def _block_html(b: Block) -> str:
             f"<li><a href='{e(href)}'>{e(text)}</a></li>" for text, href in b.items) + "</ul>")
     if isinstance(b, Config):
         return "\n".join([f"<h2>{e(b.title)}</h2>", *map(_notice_html, b.notices),
-                          f"<pre>{e(json.dumps(b.data, indent=2))}</pre>"])
+                          f"<pre>{e(json.dumps(b.data, indent=2))}</pre>",
+                          *_provenance_html(b.provenance)])
     raise TypeError(f"not a page block: {type(b).__name__}")
+
+
+def provenance_line(prov: dict) -> str:
+    """One line: pddkit version and commit, Python and torch, devices, when it ran."""
+    git = prov.get("git") or {}
+    commit = (f"commit {git['commit'][:12]}" + (" with uncommitted changes" if git.get("dirty")
+                                                else "")) if git.get("commit") else "no git commit"
+    libs = prov.get("libraries") or {}
+    devices = ", ".join(d.get("name") or d.get("device", "?") for d in prov.get("devices") or [])
+    return (f"pddkit {prov.get('pddkit_version', '?')} ({commit}); Python {prov.get('python')}"
+            + (f", torch {libs['torch']}" if libs.get("torch") else "") + f"; on {devices}; "
+            f"{prov.get('started_at')} to {prov.get('finished_at')}")
+
+
+def _provenance_html(prov: dict | None) -> list[str]:
+    if not prov:
+        return []
+    e = html.escape
+    return [f"<details id='provenance'><summary>Provenance: {e(provenance_line(prov))}</summary>"
+            f"<pre>{e(json.dumps(prov, indent=2))}</pre></details>"]
+
+
+def _provenance_md(prov: dict | None) -> list[str]:
+    if not prov:
+        return []
+    return ["", "<details><summary>Provenance</summary>", "", f"{provenance_line(prov)}", "",
+            "```json", json.dumps(prov, indent=2), "```", "", "</details>"]
 
 
 def to_page_html(page: Page) -> str:
@@ -150,7 +180,7 @@ def _block_md(b: Block) -> list[str]:
         return [f"## {b.title}", "", *(f"- [{text}]({href})" for text, href in b.items)]
     if isinstance(b, Config):
         return [f"## {b.title}", "", *(x for n in b.notices for x in (_notice_md(n), "")),
-                "```json", json.dumps(b.data, indent=2), "```"]
+                "```json", json.dumps(b.data, indent=2), "```", *_provenance_md(b.provenance)]
     raise TypeError(f"not a page block: {type(b).__name__}")
 
 

@@ -258,6 +258,7 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     cache = cache_line(counts)
     config = {k: results[k] for k in ("config", "models", "counts", "timings_s", "notices",
                                       "pddkit_version") if k in results}
-    blocks.append(Config(config, notices=(Notice((cache,), id="cache"),) if cache else ()))
+    blocks.append(Config(config, notices=(Notice((cache,), id="cache"),) if cache else (),
+                         provenance=results.get("provenance")))
     title = title or f"pddkit report: {results['config'].get('dataset', out.name)}"
     return write_page(Page(title, tuple(blocks)), out)

@@ -240,6 +240,7 @@ def write_summary(out: str | Path, summary: dict) -> Path:
     links += tuple((f"{r['name']}, traps", f"{r[TRAPS]['dir']}/report.html")
                    for r in summary["runs"] if r.get(TRAPS))
     blocks.append(Links("Full reports", links))
-    blocks.append(Config({"config": summary["config"], "corpus": corpus}))
+    blocks.append(Config({"config": summary["config"], "corpus": corpus},
+                         provenance=summary.get("provenance")))
     html_path, _ = write_page(Page("pddkit sandbox", tuple(blocks)), out)
     return html_path

@@ -188,7 +188,8 @@ def report_page(results: dict) -> Page:
         "reference model (pddkit's `ref`, same ranking). " + results["protocol"],),
         lead="How it is measured:"))
     blocks.append(Config({"configuration": results["configuration"],
-                          "counts": results["counts"], "models": results.get("models", {})}))
+                          "counts": results["counts"], "models": results.get("models", {})},
+                         provenance=results.get("provenance")))
     return Page("pddkit traps detect: were the copyright traps memorised?", tuple(blocks))
 
 
