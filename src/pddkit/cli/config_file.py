@@ -218,20 +218,23 @@ def checked(ctx: click.Context, param: click.Parameter, key: str, value: Any, pa
     expected otherwise. Stricter than click's conversion: no list for a single value, no
     true/false for a number or text, no 2.5 for a whole number."""
     many = _many(param)
-    items = value if many and isinstance(value, list) else [value]
+    items = list(value) if many and isinstance(value, list) else [value]
     boolean = isinstance(param.type, click.types.BoolParamType)  # flags included
     shown = json.dumps(value, default=str)
 
     def wrong(extra: str = "") -> PddkitError:
         return PddkitError(f"{path}: {key} must be {expected(param)}, not {shown}{extra}")
 
-    for item in items:
+    text = isinstance(param.type, (click.types.StringParamType, click.Path, click.Choice))
+    for i, item in enumerate(items):
         if isinstance(item, (list, dict)):
             raise wrong()
         if boolean != isinstance(item, bool):
             raise wrong(" (quote it if it is meant as text)" if isinstance(item, bool) else "")
         if isinstance(param.type, click.types.IntParamType) and isinstance(item, float):
             raise wrong()
+        if text and not isinstance(item, str):  # output: 2024, member-before: 2021-01-01
+            items[i] = str(item)
     try:
         converted = param.type_cast_value(ctx, items if many else items[0])
     except (click.BadParameter, TypeError, ValueError):
