@@ -83,6 +83,8 @@ def test_flags_typed_override_the_file_which_overrides_the_defaults(tmp_path, mo
     p = _context("build", "--config", conf).params
     assert (p["builder"], p["inputs"], p["members"]) == ("cutoff", ("a.jsonl", "b.jsonl"), ("x",))
     assert p["member_before"] == "2021-01-01"  # a YAML date, taken as the text it was
+    conf = _file(tmp_path / "n.yaml", "model: m\ndata: d\noutput: 2024\n")
+    assert _context("run", "--config", conf).params["output"] == "2024"  # a path, not a number
 
 
 @pytest.mark.parametrize("body, words", [
