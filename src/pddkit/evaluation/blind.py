@@ -39,8 +39,14 @@ import numpy as np
 from scipy import sparse
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.blind_features import FoldTfidf, count_matrix, date_matrix, style_features
+from pddkit.evaluation.blind_counts import FoldTfidf, column_totals, count_matrix
+from pddkit.evaluation.blind_features import date_matrix, style_features
+from pddkit.evaluation.blind_folds import folds as _folds
+from pddkit.evaluation.blind_folds import stratified_sample
 from pddkit.evaluation.blind_greedy import GreedyWords
+from pddkit.evaluation.blind_neighbours import NeighbourGraph, NeighbourVote
+
+_NeighbourVote = NeighbourVote  # its former name here
 
 logger = logging.getLogger(__name__)
 
@@ -73,11 +79,20 @@ class _Features:
                  citations: bool = True) -> None:
         self.word12 = count_matrix(texts, "word", (1, 2), lowercase=True)
         self.word13 = count_matrix(texts, "word", (1, 3), lowercase=True) if word13 else None
-        self.char35 = count_matrix(texts, "char_wb", (3, 5), lowercase=False)
+        # whole counts are exact in float32; FoldTfidf computes in float64
+        self.char35 = count_matrix(texts, "char_wb", (3, 5), lowercase=False, dtype=np.float32)
         self.word12_bow = self.word12
-        self.style = np.array([style_features(t) for t in texts])
+        self.style = np.array([style_features(t) for t in texts])        # [n, len(STYLE_NAMES)]
         self.dates, self.date_names = date_matrix(texts, citations)
         self.max_features = max_features
+        self.graph: NeighbourGraph | None = None  # the neighbour search, when approximate
+        self._totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def totals(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(document frequency, total count) [V] of a count matrix's columns over all rows."""
+        if name not in self._totals:
+            self._totals[name] = column_totals(getattr(self, name))
+        return self._totals[name]
 
 
 def _liblinear_scores(X, y, Xt, C: float) -> np.ndarray:
@@ -95,10 +110,11 @@ class _TfidfLR:
         self.f = feats
 
     def prepare(self, train: np.ndarray):
-        a = FoldTfidf(self.f.max_features).fit(self.f.word12[train])
-        b = FoldTfidf(self.f.max_features).fit(self.f.char35[train])
-        return lambda rows: sparse.hstack([a.transform(self.f.word12[rows]),
-                                           b.transform(self.f.char35[rows])]).tocsr()
+        f = self.f
+        a = FoldTfidf(f.max_features).fit(f.word12, train, f.totals("word12"))
+        b = FoldTfidf(f.max_features).fit(f.char35, train, f.totals("char35"))
+        return lambda rows: sparse.hstack([a.transform(f.word12, rows),
+                                           b.transform(f.char35, rows)], format="csr")
 
     def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
         return _liblinear_scores(X, y, Xt, C)
@@ -111,7 +127,8 @@ class _BowNB:
         self.f = feats
 
     def prepare(self, train: np.ndarray):
-        keep = np.flatnonzero(np.asarray(self.f.word12_bow[train].sum(axis=0)).ravel() > 0)
+        keep = FoldTfidf(use_idf=False).fit(self.f.word12_bow, train,
+                                            self.f.totals("word12_bow")).columns_  # in training
         return lambda rows: self.f.word12_bow[rows][:, keep]
 
     def fit_score(self, X, y, Xt, alpha: float) -> np.ndarray:
@@ -135,49 +152,6 @@ class _DatesLR:
         return _liblinear_scores(X, y, Xt, C)
 
 
-class _NeighbourVote:
-    """Similarity-weighted k-nearest-neighbour vote (Dudani 1976) on word 1-2-gram TF-IDF
-    (fitted on the training rows): score_i = sum over the `k` training texts j most
-    cosine-similar to text i of s_ij^p * (+1 member, -1 non-member). Texts written at one
-    time cluster (follow-up papers, one event's reports, one author's series); a large
-    power `p` lets the few close neighbours decide, which a linear model spreads thin."""
-
-    name, param = "neighbours", "p"
-    CHUNK = 512  # scored rows per similarity block: memory [CHUNK, n_train]
-
-    def __init__(self, feats: _Features, k: int) -> None:
-        if k < 1:
-            raise ValueError(f"the neighbour vote needs at least 1 neighbour, not {k}")
-        self.f = feats
-        self.k = k
-        self._cache: tuple = (None, None, None)
-
-    def prepare(self, train: np.ndarray):
-        a = FoldTfidf(self.f.max_features).fit(self.f.word12[train])
-        return lambda rows: a.transform(self.f.word12[rows])
-
-    def _nearest(self, X, Xt) -> tuple[np.ndarray, np.ndarray]:
-        """(indices, similarities) [n_test, k] of each test row's k most similar training
-        rows, computed once per (X, Xt) for all values of p."""
-        if self._cache[0] is X and self._cache[1] is Xt:
-            return self._cache[2]
-        k = min(self.k, X.shape[0])
-        idx, sim = np.zeros((Xt.shape[0], k), dtype=np.int64), np.zeros((Xt.shape[0], k))
-        for lo in range(0, Xt.shape[0], self.CHUNK):
-            S = (Xt[lo:lo + self.CHUNK] @ X.T).toarray()                  # [chunk, n_train]
-            top = np.argpartition(-S, k - 1, axis=1)[:, :k]               # [chunk, k]
-            idx[lo:lo + len(S)], sim[lo:lo + len(S)] = top, np.take_along_axis(S, top, 1)
-        self._cache = (X, Xt, (idx, sim))
-        return idx, sim
-
-    def fit_score(self, X, y, Xt, p: float) -> np.ndarray:
-        if not p > 0:
-            raise ValueError(f"the neighbour vote's power p must be positive, not {p}")
-        idx, sim = self._nearest(X, Xt)
-        sign = 2.0 * np.asarray(y) - 1.0
-        return (np.clip(sim, 0.0, None) ** p * sign[idx]).sum(axis=1)
-
-
 class _StyleLR:
     name, param = "style", "C"
 
@@ -196,23 +170,6 @@ class _StyleLR:
         return LogisticRegression(C=C, max_iter=2000).fit(X, y).decision_function(Xt)
 
 
-def _folds(y: np.ndarray, groups: np.ndarray | None, k: int, seed: int):
-    """(train, test) index pairs, stratified (and grouped), or None when k < 2 is possible."""
-    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-
-    if groups is not None:
-        per_class = min(len(set(groups[y == c])) for c in (0, 1))
-    else:
-        per_class = min(int((y == c).sum()) for c in (0, 1))
-    k = min(k, per_class)
-    if k < 2:
-        return None
-    idx = np.zeros(len(y))
-    if groups is not None:
-        return list(StratifiedGroupKFold(k, shuffle=True, random_state=seed).split(idx, y, groups))
-    return list(StratifiedKFold(k, shuffle=True, random_state=seed).split(idx, y))
-
-
 class BlindBaseline:
     """`fit(texts, labels, groups) -> self`; `predict_proba(texts)`; `cross_val_scores(...)`.
 
@@ -221,6 +178,16 @@ class BlindBaseline:
     `neighbours_k` is the number of neighbours that vote; `citations` adds the newest
     cited year to the date block (blind_features.citation_years); `meta_C` is the meta
     logistic regression's inverse regularisation.
+
+    Cost (linear in the number of texts past these sizes): the neighbour search is exact
+    up to `neighbours_exact_max` texts and approximate beyond (blind_neighbours.py:
+    `neighbours_candidates` per text, among terms in at most `neighbours_max_df` texts);
+    a training part of more than `inner_max_texts` texts chooses hyperparameters and fits
+    the meta model on inner folds of a stratified sample of that many (the neighbour vote,
+    which costs only its search, still votes among the whole part), then refits the base
+    models on the whole part. `max_texts` fits the baseline on a stratified sample of at
+    most that many texts: out-of-fold scores there, and the other texts scored by a model
+    fitted on the whole sample.
     """
 
     def __init__(self, n_splits: int = 5, inner_splits: int = 4,
@@ -231,7 +198,10 @@ class BlindBaseline:
                  neighbours_p: tuple[float, ...] = (2.0, 4.0, 8.0), neighbours_k: int = 50,
                  greedy: tuple[tuple[int, int], ...] = (),
                  citations: bool = True,
-                 meta_C: float = 1.0, max_features: int = 50000, seed: int = 0) -> None:
+                 meta_C: float = 1.0, max_features: int = 50000, seed: int = 0,
+                 neighbours_exact_max: int = 5000, neighbours_candidates: int = 150,
+                 neighbours_max_df: int = 300, inner_max_texts: int = 8000,
+                 max_texts: int | None = None) -> None:
         self.n_splits = n_splits
         self.inner_splits = inner_splits
         self.tfidf_C = tfidf_C
@@ -245,13 +215,18 @@ class BlindBaseline:
         self.meta_C = meta_C
         self.max_features = max_features
         self.seed = seed
+        self.neighbours_exact_max = neighbours_exact_max
+        self.neighbours_candidates = neighbours_candidates
+        self.neighbours_max_df = neighbours_max_df
+        self.inner_max_texts = inner_max_texts
+        self.max_texts = max_texts
 
     # -- one training part ------------------------------------------------------------------
     def _models(self, feats: _Features):
         models = [(_TfidfLR(feats), self.tfidf_C), (_BowNB(feats), self.bow_alpha),
                   (_DatesLR(feats), self.dates_C), (_StyleLR(feats), self.style_C)]
         if self.neighbours_p:
-            models.append((_NeighbourVote(feats, self.neighbours_k), self.neighbours_p))
+            models.append((NeighbourVote(feats, self.neighbours_k), self.neighbours_p))
         if self.greedy:
             models.append((GreedyWords(feats.word13, self.greedy), self.greedy))
         return models
@@ -260,37 +235,59 @@ class BlindBaseline:
         return _Features(texts, self.max_features, word13=bool(self.greedy),
                          citations=self.citations)
 
+    def _search(self, feats: _Features, pool: np.ndarray) -> None:
+        """The neighbour search over `pool` (the texts that may vote): exact per fold up to
+        `neighbours_exact_max` of them, else one approximate graph for all folds."""
+        feats.graph = None
+        self.neighbour_search_ = "exact"
+        if self.neighbours_p and len(pool) > self.neighbours_exact_max:
+            whole = len(pool) == feats.word12.shape[0]
+            feats.graph = NeighbourGraph(self.neighbours_candidates, self.neighbours_max_df,
+                                         self.max_features).fit(
+                feats.word12, None if whole else pool, feats.totals("word12"))
+            self.neighbour_search_ = (f"approximate ({self.neighbours_candidates} candidates, "
+                                      f"terms in at most {self.neighbours_max_df} texts)")
+
     def _fit_part(self, feats: _Features, y: np.ndarray, train: np.ndarray,
                   groups: np.ndarray | None):
         """Choose each base model's hyperparameter and fit the meta model on inner folds of
-        `train` only; returns (chosen values, meta model, base models fitted on `train`)."""
+        `train` only (of a stratified sample of it past `inner_max_texts`); returns (chosen
+        values, meta model, base models fitted on `train`, their labels)."""
         from sklearn.linear_model import LogisticRegression
         from sklearn.metrics import roc_auc_score
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
         yt = y[train]
-        inner = _folds(yt, None if groups is None else groups[train], self.inner_splits,
+        gt = None if groups is None else groups[train]
+        sub = train
+        if len(train) > self.inner_max_texts:
+            sub = train[stratified_sample(yt, gt, self.inner_max_texts, self.seed + 2)]
+        ys = y[sub]
+        inner = _folds(ys, None if groups is None else groups[sub], self.inner_splits,
                        self.seed + 1)
         models = self._models(feats)
         chosen: dict[str, object] = {}
         meta = None
         if inner is not None:
-            oof = {m.name: np.zeros((len(grid), len(train))) for m, grid in models}
+            oof = {m.name: np.zeros((len(grid), len(sub))) for m, grid in models}
             for itr, ite in inner:
                 for m, grid in models:
-                    make = m.prepare(train[itr])
-                    X, Xt = make(train[itr]), make(train[ite])
+                    rows = sub[itr]
+                    if isinstance(m, NeighbourVote) and len(sub) < len(train):
+                        rows = np.setdiff1d(train, sub[ite])  # the whole part votes
+                    make = m.prepare(rows)
+                    X, Xt = make(rows), make(sub[ite])
                     for j, v in enumerate(grid):
-                        oof[m.name][j, ite] = m.fit_score(X, yt[itr], Xt, v)
+                        oof[m.name][j, ite] = m.fit_score(X, y[rows], Xt, v)
             Z = []
             for m, grid in models:
-                aucs = [roc_auc_score(yt, s) for s in oof[m.name]]
+                aucs = [roc_auc_score(ys, s) for s in oof[m.name]]
                 j = int(np.argmax(aucs))
                 chosen[m.name] = grid[j]
                 Z.append(oof[m.name][j])
             meta = make_pipeline(StandardScaler(), LogisticRegression(C=self.meta_C, max_iter=2000)
-                                 ).fit(np.stack(Z, 1), yt)
+                                 ).fit(np.stack(Z, 1), ys)                  # Z: [n_sub, models]
         else:  # too few texts for inner folds: first grid values, mean of the raw scores
             chosen = {m.name: grid[0] for m, grid in models}
         fitted = []
@@ -310,11 +307,17 @@ class BlindBaseline:
     # -- public interface -------------------------------------------------------------------
     def fit(self, texts: Sequence[str], labels: Sequence[int],
             groups: Sequence[str] | None = None) -> BlindBaseline:
-        """Fit on all given texts (hyperparameters chosen by inner folds of them)."""
-        self.texts_ = list(texts)
-        y = np.asarray(labels)
-        feats = self._features(self.texts_)
+        """Fit on all given texts (on a stratified sample of `max_texts` of them when there
+        are more; hyperparameters chosen by inner folds of them)."""
+        texts, y = list(texts), np.asarray(labels)
         g = None if groups is None else np.asarray(groups)
+        keep = np.arange(len(y))
+        if self.max_texts is not None:
+            keep = stratified_sample(y, g, self.max_texts, self.seed)
+        self.texts_ = [texts[i] for i in keep]
+        y, g = y[keep], None if g is None else g[keep]
+        feats = self._features(self.texts_)
+        self._search(feats, np.arange(len(y)))
         self.part_ = self._fit_part(feats, y, np.arange(len(y)), g)
         self.chosen_ = self.part_[0]
         return self
@@ -326,8 +329,9 @@ class BlindBaseline:
         texts = list(texts)
         n = len(self.texts_)
         feats = self._features(self.texts_ + texts)
-        chosen, meta, _, yt = self.part_
         train = np.arange(n)
+        self._search(feats, train)
+        chosen, meta, _, yt = self.part_
         fitted = []
         for m, _grid in self._models(feats):
             make = m.prepare(train)
@@ -338,22 +342,39 @@ class BlindBaseline:
                          groups: Sequence[str] | None = None,
                          splits: Iterable[tuple[np.ndarray, np.ndarray]] | None = None
                          ) -> np.ndarray:
-        """Out-of-fold member probabilities [n]: each text scored by models fitted, and
-        hyperparameters chosen, without it (nor, with groups, any text of its document).
-        `splits` overrides the outer folds."""
+        """Member probabilities [n], each text scored by models fitted, and hyperparameters
+        chosen, without it (nor, with groups, any text of its document): out-of-fold, or,
+        past `max_texts` texts, out-of-fold on a stratified sample (`sample_`) and from a
+        model fitted on the whole sample for the others. `splits` overrides the outer
+        folds (and cannot be combined with a sample)."""
         y = np.asarray(labels)
         texts = list(texts)
         g = None if groups is None else np.asarray(groups)
-        folds = list(splits) if splits is not None else _folds(y, g, self.n_splits, self.seed)
+        n = len(texts)
+        self.sample_ = None
+        on = np.arange(n)
+        if self.max_texts is not None and n > self.max_texts:
+            if splits is not None:
+                raise ValueError("give the blind baseline `splits` or `max_texts`, not both")
+            on = self.sample_ = stratified_sample(y, g, self.max_texts, self.seed)
+        if splits is not None:
+            folds = [(np.asarray(tr), np.asarray(te)) for tr, te in splits]
+        else:
+            found = _folds(y[on], None if g is None else g[on], self.n_splits, self.seed)
+            folds = None if found is None else [(on[tr], on[te]) for tr, te in found]
         if folds is None:
             raise PddkitError("the blind baseline needs at least 2 members and 2 non-members "
                               "(2 documents of each with groups)")
         feats = self._features(texts)
-        scores = np.full(len(texts), np.nan)
+        self._search(feats, on)
+        scores = np.full(n, np.nan)
         self.chosen_per_fold_ = []
         for train, test in folds:
-            part = self._fit_part(feats, y, np.asarray(train), g)
-            scores[test] = self._score(part, np.asarray(test))
+            part = self._fit_part(feats, y, train, g)
+            scores[test] = self._score(part, test)
             self.chosen_per_fold_.append(part[0])
         self.n_splits_used_ = len(folds)
+        if self.sample_ is not None:  # the others: a model fitted on the whole sample
+            rest = np.setdiff1d(np.arange(n), self.sample_)
+            scores[rest] = self._score(self._fit_part(feats, y, self.sample_, g), rest)
         return scores

@@ -9,10 +9,9 @@ fold from the training part alone.
   `\\cite{vaswani2017attention}`, author-year citations, reference-list entries), as
   Das et al. do for arXiv papers, with step indicators like the years' and a missing
   indicator (`no_cite_year`) for the texts that cite nothing.
-- `FoldTfidf`: term counts of all texts are counted once (label-free); each fold's
-  vocabulary (terms of its training texts, the `max_features` most frequent there), IDF,
-  sublinear tf and l2 norm come from the training rows only, which equals fitting a
-  `TfidfVectorizer` on the training part, at a fraction of the cost.
+- `style_features`: length, typography and stylometry.
+Term counts and their TF-IDF per fold are in evaluation/blind_counts.py (`count_matrix`,
+`FoldTfidf`).
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import sparse
+
+from pddkit.evaluation.blind_counts import count_matrix  # noqa: F401  (re-exported)
 
 MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
           "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")
@@ -37,6 +38,8 @@ FULL_DATE_RE = re.compile(
     rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{MONTHS})\.?,?\s+(?:1\d{{3}}|20\d{{2}})\b"
     r"|\b(?:1\d{3}|20\d{2})-\d{2}-\d{2}\b",
     re.IGNORECASE)
+# Every year, date, citation key and reference-list entry has a digit or a backslash.
+MAYBE_DATE_RE = re.compile(r"[\d\\]")
 # Cut-offs for the step indicators: centuries before 1900, every second year after.
 THRESHOLDS = tuple(range(1100, 1900, 100)) + tuple(range(1900, 2100, 2))
 
@@ -100,6 +103,8 @@ def citation_years(text: str) -> tuple[list[int], bool, bool]:
 def date_features(text: str, citations: bool = True) -> dict[str, float]:
     """Sparse named features of the years and dates in one text (see module docstring);
     `citations=False` leaves out the cited years."""
+    if not MAYBE_DATE_RE.search(text):  # no digit, no backslash: no year, date or citation
+        return {"no_year": 1.0, "no_cite_year": 1.0} if citations else {"no_year": 1.0}
     years = years_in(text)
     f: dict[str, float] = {}
     if not years:
@@ -161,29 +166,59 @@ def style_features(text: str) -> list[float]:
     are written or cut (longer, more mathematics, other line breaks, longer words, fewer
     function words, titles with a colon) shows here. Shares are per word or per character;
     function words are scikit-learn's English stop words."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
     words = text.split()
     n_chars, n_words = max(len(text), 1), max(len(words), 1)
     lines = text.split("\n")
-    n_sentences = len(re.findall(r"[.!?](?:\s|$)", text))
-    lengths = np.array([len(w) for w in words]) if words else np.zeros(1)
-    bare = [w.strip(".,;:!?()[]{}\"'").lower() for w in words]
-    bare = [w for w in bare if w]  # a token of punctuation alone is no word type
+    n_sentences = len(SENTENCE_END_RE.findall(text))
+    lens = list(map(len, words))
+    lengths = np.array(lens) if words else np.zeros(1)
+    # lower-casing makes and removes no whitespace or stripped punctuation
+    bare = [w for w in (w.strip(STRIPPED) for w in text.lower().split()) if w]
+    joined = " ".join(bare) + " "  # a bare word ends in "ing" once per "ing " here
+    upper, digit, punct, non_ascii = _char_counts(text)
     return [math.log1p(len(text)), math.log1p(len(words)),
-            sum(len(w) for w in words) / n_words, float(len(lines[0].split())),
+            sum(lens) / n_words, float(len(lines[0].split())),
             len(lines) / n_words, n_sentences / n_words,
-            sum(c.isupper() for c in text) / n_chars, sum(c.isdigit() for c in text) / n_chars,
-            sum(not c.isalnum() and not c.isspace() for c in text) / n_chars,
-            text.count("$") / n_chars, sum(ord(c) > 127 for c in text) / n_chars,
+            upper / n_chars, digit / n_chars, punct / n_chars,
+            text.count("$") / n_chars, non_ascii / n_chars,
             math.log1p(len(lines[0])), float(":" in lines[0]), n_words / max(n_sentences, 1),
             float(lengths.std()), float((lengths >= LONG_WORD).mean()),
-            sum(w in ENGLISH_STOP_WORDS for w in bare) / n_words, len(set(bare)) / n_words,
-            sum(w in FIRST_PERSON for w in bare) / n_words,
-            sum(w[:1].isupper() for w in words) / n_words,
-            sum(w.endswith("ing") for w in bare) / n_words,
-            sum(w.endswith("ly") for w in bare) / n_words,
+            sum(map(_stop_words().__contains__, bare)) / n_words, len(set(bare)) / n_words,
+            sum(map(FIRST_PERSON.__contains__, bare)) / n_words,
+            sum(map(str.isupper, [w[0] for w in words])) / n_words,
+            joined.count("ing ") / n_words, joined.count("ly ") / n_words,
             text.count(",") / n_words, text.count("(") / n_words, text.count("-") / n_words]
+
+
+SENTENCE_END_RE = re.compile(r"[.!?](?:\s|$)")
+STRIPPED = ".,;:!?()[]{}\"'"  # stripped from a word's ends before it counts as a word type
+# the ASCII characters str.isspace, str.isupper, str.isdigit and str.isalnum accept
+_ASCII_SPACE = bytes([9, 10, 11, 12, 13, 28, 29, 30, 31, 32])
+_ASCII_UPPER = bytes(range(65, 91))
+_ASCII_DIGIT = bytes(range(48, 58))
+_ASCII_ALNUM = _ASCII_UPPER + _ASCII_DIGIT + bytes(range(97, 123))
+
+
+def _stop_words() -> frozenset:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return ENGLISH_STOP_WORDS
+
+
+def _char_counts(text: str) -> tuple[int, int, int, int]:
+    """(upper-case, digit, punctuation (neither alphanumeric nor space), non-ASCII)
+    characters, as str.isupper / isdigit / isalnum / isspace count them; ASCII text by
+    deleting byte classes, which is many times quicker than a loop over characters."""
+    if text.isascii():
+        b = text.encode("ascii")
+        n = len(b)
+        alnum = n - len(b.translate(None, _ASCII_ALNUM))
+        space = n - len(b.translate(None, _ASCII_SPACE))
+        return (n - len(b.translate(None, _ASCII_UPPER)), n - len(b.translate(None, _ASCII_DIGIT)),
+                n - alnum - space, 0)
+    alnum, space = sum(map(str.isalnum, text)), sum(map(str.isspace, text))
+    return (sum(map(str.isupper, text)), sum(map(str.isdigit, text)), len(text) - alnum - space,
+            len(text) - len(text.encode("ascii", "ignore")))
 
 
 def date_matrix(texts: Sequence[str], citations: bool = True
@@ -194,53 +229,3 @@ def date_matrix(texts: Sequence[str], citations: bool = True
     vec = DictVectorizer(sparse=True)
     X = vec.fit_transform([date_features(t, citations) for t in texts]).tocsr()
     return X, list(vec.get_feature_names_out())
-
-
-def count_matrix(texts: Sequence[str], analyzer: str, ngram_range: tuple[int, int],
-                 lowercase: bool) -> sparse.csr_matrix:
-    """[n, V] raw term counts of all texts; labels never enter."""
-    from sklearn.feature_extraction.text import CountVectorizer
-
-    vec = CountVectorizer(analyzer=analyzer, ngram_range=ngram_range, lowercase=lowercase,
-                          dtype=np.float64)
-    return vec.fit_transform(list(texts)).tocsr()
-
-
-class FoldTfidf:
-    """TF-IDF of precomputed counts, fitted on the training rows only.
-
-    `fit(counts[train]) -> self` keeps the terms present in those rows (the `max_features`
-    most frequent there when given) and their smoothed IDF; `transform(counts[rows])` gives
-    sublinear-tf x IDF, l2-normalised over the kept terms, as `TfidfVectorizer(
-    sublinear_tf=True)` fitted on the same training texts would.
-    """
-
-    def __init__(self, max_features: int | None = None, use_idf: bool = True,
-                 sublinear_tf: bool = True, binary: bool = False) -> None:
-        self.max_features = max_features
-        self.use_idf = use_idf
-        self.sublinear_tf = sublinear_tf
-        self.binary = binary
-
-    def fit(self, counts: sparse.csr_matrix) -> FoldTfidf:
-        df = np.asarray((counts > 0).sum(axis=0)).ravel()
-        keep = np.flatnonzero(df > 0)
-        if self.max_features is not None and len(keep) > self.max_features:
-            tf = np.asarray(counts.sum(axis=0)).ravel()[keep]
-            keep = np.sort(keep[np.argsort(-tf, kind="stable")[: self.max_features]])
-        self.columns_ = keep
-        n = counts.shape[0]
-        self.idf_ = np.log((1.0 + n) / (1.0 + df[keep])) + 1.0 if self.use_idf else None
-        return self
-
-    def transform(self, counts: sparse.csr_matrix) -> sparse.csr_matrix:
-        X = counts[:, self.columns_].tocsr().astype(np.float64)
-        if self.binary:
-            X.data[:] = 1.0
-        elif self.sublinear_tf:
-            X.data = 1.0 + np.log(X.data)
-        if self.idf_ is not None:
-            X = X @ sparse.diags(self.idf_)
-        from sklearn.preprocessing import normalize
-
-        return normalize(X.tocsr(), norm="l2", copy=False)

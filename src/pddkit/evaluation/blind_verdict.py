@@ -23,6 +23,11 @@ baseline and reports".
 - units: with document ids (`group`) and grouped folds, a document's texts are not
   independent, so n1 and n0 are the numbers of member and non-member documents (the
   conservative end: their texts could be up to independent); otherwise texts.
+- sample (`--blind-max-texts N`): the baseline fitted on a stratified sample of N texts
+  scores those out-of-fold and the others with a model fitted on the whole sample, so
+  every text's score is still from a model that never saw it; the verdict counts all the
+  texts the AUC is on (the others' AUC is a plain held-out one, whose null spread is the
+  Mann-Whitney one, below the inflated out-of-fold spread used) and says it was sampled.
 """
 
 from __future__ import annotations
@@ -84,11 +89,16 @@ class BlindVerdict:
     unit: str  # "texts" or "documents"
     warn: bool
     shift: bool  # above chance (p < ALPHA), whatever the size
+    sample: dict | None = None  # {"texts": N, "of": n}: fitted on a stratified sample
 
     def sentence(self) -> str:
         head = (f"The blind baseline (no model, text features only) reaches AUC {self.auc:.3f} "
                 f"[{self.low:.3f}, {self.high:.3f}] on {self.n_members} member and "
                 f"{self.n_nonmembers} non-member {self.unit}")
+        if self.sample:
+            head += (f" (fitted on a stratified sample of {self.sample['texts']:,} of the "
+                     f"{self.sample['of']:,} texts, --blind-max-texts: out-of-fold there, the "
+                     "others scored by a model fitted on the whole sample)")
         if self.warn:
             return (f"Warning: {head[0].lower()}{head[1:]}: above chance (p = {_p(self.p)}): "
                     "members and non-members differ without the model (a distribution "
@@ -104,31 +114,37 @@ class BlindVerdict:
     def to_dict(self) -> dict:
         return {"auc": self.auc, "interval": [self.low, self.high], "p": self.p,
                 "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
-                "unit": self.unit, "shift": self.shift, "warn": self.warn}
+                "unit": self.unit, "shift": self.shift, "warn": self.warn,
+                **({"sample": self.sample} if self.sample else {})}
 
 
 def _p(p: float) -> str:
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
-def verdict_for(auc: float, n1: int, n0: int, unit: str = "texts") -> BlindVerdict:
-    """The verdict on an out-of-fold AUC with n1 member and n0 non-member units."""
+def verdict_for(auc: float, n1: int, n0: int, unit: str = "texts",
+                sample: dict | None = None) -> BlindVerdict:
+    """The verdict on an out-of-fold AUC with n1 member and n0 non-member units (`sample`:
+    {"texts", "of"} when the baseline was fitted on a stratified sample)."""
     auc = float(auc)
     p = p_value(auc, n1, n0)
     low, high = interval(auc, n1, n0)
     shift = p < ALPHA
     return BlindVerdict(auc=auc, low=low, high=high, p=p, n_members=int(n1),
                         n_nonmembers=int(n0), unit=unit, warn=shift and auc >= MIN_AUC,
-                        shift=shift)
+                        shift=shift, sample=sample)
 
 
 def verdict(metrics, units: dict | None = None) -> BlindVerdict:
     """The verdict on a Metrics; `units` ({"members", "nonmembers", "unit"}, from
     `effective_units`) when the units are documents rather than the metrics' texts (and
-    only where both classes have one: else the texts')."""
-    if units and units["members"] and units["nonmembers"]:
-        return verdict_for(metrics.auc, units["members"], units["nonmembers"], units["unit"])
-    return verdict_for(metrics.auc, metrics.n_members, metrics.n_nonmembers)
+    only where both classes have one: else the texts'); its "sample" ({"texts", "of"}),
+    when there is one, says the baseline was fitted on a stratified sample."""
+    sample = (units or {}).get("sample")
+    if units and units.get("members") and units.get("nonmembers"):
+        return verdict_for(metrics.auc, units["members"], units["nonmembers"], units["unit"],
+                           sample)
+    return verdict_for(metrics.auc, metrics.n_members, metrics.n_nonmembers, sample=sample)
 
 
 def effective_units(labels, groups) -> dict | None:
