@@ -130,10 +130,11 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
     `mask_model` (a fill-mask model) enables `neighbor` (`neighbors_file` reuses saved
     neighbours); `probe_data` (a JSONL of texts absent from pre-training) or `probe_load`
     (a saved probe folder) enables `probe`; `prefix_data` (a labelled table) gives the shots
-    of `recall` and `conrecall` (SPEC 3b); `probe_standardize` "per_set" standardises
-    the texts' activations with their own statistics (so a text's probe score depends on
-    the texts scored with it), "train" with the probe's training rows'. `cache` (a folder)
-    keeps every pass's statistics, so a rerun does no forward pass for texts it has seen.
+    of `recall` and `conrecall` (labelled texts put before each text); `probe_standardize`
+    "per_set" standardises the texts' activations with their own statistics (so a text's
+    probe score depends on the texts scored with it), "train" with the probe's training
+    rows'. `cache` (a folder) keeps every pass's statistics, so a rerun does no forward pass
+    for texts it has seen.
     `backend="openai"` scores with a served model (`api_base`; `model` is its served name,
     `tokenizer` the directory or hub id of its tokenizer, default: `model`).
     `adapter` (a PEFT adapter folder or hub id, `pip install 'pddkit[adapters]'`) is loaded
@@ -179,7 +180,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
     (a domain, field or length per text) get their own metrics beside the pooled ones;
     `language` ("en", "zh", ...) skips the methods meaningless for it. `documents` ("mean",
     "share", "classifier", or several) adds document-level scores and metrics over `groups`
-    (`RunResult.documents`, SPEC 3c); `split_words` cuts each text into consecutive texts of
+    (`RunResult.documents`); `split_words` cuts each text into consecutive texts of
     that many words, grouped by their text (at most `max_texts` each). `adapter`,
     `ref_adapter` and `quantize` as in `score`."""
     options = dict(locals())

@@ -24,6 +24,11 @@ class MethodResult:
 
 @dataclass(frozen=True)
 class RunResult:
+    """One run's texts, scores and metrics: what `pddkit.evaluate` (and `pddkit.score`) returns and
+    `pddkit run` writes. `scores()` and `metrics()` are keyed by method label (`mink`,
+    `mink:k=0.1`, `blind`); `write(DIR)` writes results.json, scores.jsonl and what the methods
+    need to be checked by hand (the reports are written by the CLI or `pddkit report DIR`)."""
+
     ids: tuple[str, ...]
     labels: tuple[int, ...] | None
     methods: tuple[MethodResult, ...]
@@ -61,12 +66,16 @@ class RunResult:
 
     @property
     def labelled(self) -> bool:
+        """Whether the texts carried labels (else there are scores and no metrics)."""
         return self.labels is not None
 
     def scores(self) -> dict[str, np.ndarray]:
+        """Method label -> [n_texts] scores, higher = more likely a member."""
         return {m.label: m.scores for m in self.methods}
 
     def metrics(self) -> dict[str, Metrics]:
+        """Method label -> its Metrics (AUC, TPR at low FPR, intervals), for labelled runs; on
+        the test part when validating."""
         return {m.label: m.metrics for m in self.methods if m.metrics is not None}
 
     @property
@@ -99,6 +108,7 @@ class RunResult:
         return out
 
     def to_dict(self) -> dict:
+        """The contents of results.json."""
         from pddkit.provenance import provenance_dict
         from pddkit.version import __version__
 
@@ -131,6 +141,7 @@ class RunResult:
         }
 
     def write(self, out_dir: str | Path) -> Path:
+        """Write results.json, scores.jsonl and the files beside them into `out_dir`."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         # default=str: a folder given as a Path (api `cache=Path(...)`) is written as its text

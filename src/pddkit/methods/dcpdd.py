@@ -1,5 +1,6 @@
-"""DC-PDD (Zhang et al. 2024, EMNLP, eqs. 4-6, ../shared/papers/dc-pdd-divergence-calibration.txt):
-token probability calibrated by the token's frequency in a reference corpus."""
+"""DC-PDD (Zhang et al., "Pretraining Data Detection for Large Language Models: A Divergence-based
+Calibration Method", EMNLP 2024, arXiv 2409.14781, eqs. 4-6): token probability calibrated by
+the token's frequency in a reference corpus."""
 
 from collections.abc import Sequence
 

@@ -1,4 +1,5 @@
-"""Min-K% Prob (Shi et al. 2024, ICLR, sec. 3, ../shared/papers/min-k-prob-wikimia.txt)."""
+"""Min-K% Prob (Shi et al., "Detecting Pretraining Data from Large Language Models", ICLR 2024,
+arXiv 2310.16789, sec. 3): the mean of the max(1, floor(k*n)) lowest token log-probabilities."""
 
 from collections.abc import Sequence
 

@@ -1,5 +1,6 @@
-"""SURP (Zhang & Wu 2024, sec. 3, ../shared/papers/surp-surprising-tokens.txt): mean
-log-probability of "surprising" tokens, those with low entropy and low probability."""
+"""SURP (Zhang & Wu, "Adaptive Pre-training Data Detection for Large Language Models via
+Surprising Tokens", arXiv 2407.21248, sec. 3): mean log-probability of "surprising" tokens,
+those with low entropy and low probability."""
 
 from collections.abc import Sequence
 

@@ -1,5 +1,6 @@
-"""The probe's features (Liu et al. 2024, sec. 3.4, ../shared/papers/probe-arxivmia.txt):
-each text in PROMPT, and the hidden states of the prompt's last token at every layer.
+"""The probe's features (Liu et al., "Probing Language Models for Pre-training Data Detection",
+ACL 2024, arXiv 2406.01333, sec. 3.4): each text in PROMPT, and the hidden states of the
+prompt's last token at every layer.
 
 Standardisation (`STANDARDIZE`): "per_set" (default, as the authors' code, probing-lm-data
 run_probe.py, does it) standardises each set of activations (the probe's training rows,

@@ -1,4 +1,5 @@
-"""Training the probe (Liu et al. 2024, sec. 3.3-3.5, ../shared/papers/probe-arxivmia.txt).
+"""Training the probe (Liu et al., "Probing Language Models for Pre-training Data Detection",
+ACL 2024, arXiv 2406.01333, sec. 3.3-3.5).
 
 Auxiliary texts known to be absent from pre-training are split (by their labels, or at
 random) into a half injected into a proxy model (the target fine-tuned on them: all in
