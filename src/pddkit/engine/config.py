@@ -125,6 +125,13 @@ class RunConfig:
             from pddkit.backends.hf_loading import check_quantize
 
             check_quantize(self.quantize, self.device)
+        if self.adapter is not None or self.ref_adapter is not None:  # a local adapter's files
+            from pddkit.backends.hf_loading import resolve_adapter
+
+            for name, adapter, role in ((self.model, self.adapter, "model"),
+                                        (self.ref_model, self.ref_adapter, "reference model")):
+                if adapter is not None and isinstance(name, str):
+                    resolve_adapter(name, adapter, role=role, hub=False)
         from pddkit.evaluation.document_level import DOC_FEATURES, check_aggregations
 
         if isinstance(self.documents, str):
