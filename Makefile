@@ -6,15 +6,17 @@ BIN := $(VENV)/bin
 # tokens (SPEC: 10, up to 1024 tokens in all) to keep the demo in minutes on a CPU
 DEMO_METHODS := all,recall,conrecall,pac,samia:samples=5,max_new_tokens=32,infill
 STAMP := $(VENV)/.installed
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 on every build
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-.PHONY: install demo test fast lint bench clean browser
+.PHONY: install demo test fast lint bench clean browser docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# the CPU wheel first: a looser requirement would pull gigabytes of CUDA packages
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q -e ".[test,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,7 +33,8 @@ browser:
 
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/python -m pytest -q
+	$(MKDOCS) build --strict --quiet
+	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q
 
 # the inner loop: the tests not marked slow
 fast: $(STAMP)
@@ -40,8 +43,17 @@ fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
+# the documentation site (docs/, mkdocs.yml) into site/; --strict: a broken link or anchor, a page
+# left out of the navigation or an object mkdocstrings cannot find is an error
+docs: $(STAMP)
+	$(MKDOCS) build --strict
+
+# serve it on http://127.0.0.1:8000, rebuilt on every change
+docs-serve: $(STAMP)
+	$(MKDOCS) serve --strict
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/stats_pass.py
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache
+	rm -rf $(VENV) demo-output .pytest_cache site
