@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,13 +27,19 @@ import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.studies import register_study
+from pddkit.studies.continuations import (  # noqa: F401  (re-exported)
+    continue_all,
+    generation_batch,
+    lcs_length,
+    rouge_l_recall,
+    sample_continuations,
+)
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), unlearning audit"
 
 RATIO_METHODS = ("mink", "loss", "surp")  # means of token log-probabilities: always <= 0
 EPS = 1e-12  # nats: the magnitude a score of 0 counts as, so a ratio is always finite
-_ROUGE_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class CompareResult:
     counts: dict
     notices: tuple[str, ...] = field(default_factory=tuple)
     provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
+    timings: dict = field(default_factory=dict)  # seconds per stage
 
     @property
     def flagged(self) -> tuple[ChunkResult, ...]:
@@ -102,7 +109,7 @@ class CompareResult:
                 "configuration": self.config,
                 "models": self.models, "same_tokenizer": self.same_tokenizer,
                 "counts": self.counts, "verdict": self.verdict, "notices": list(self.notices),
-                "flagged": [_row(c) for c in self.flagged],
+                "flagged": [_row(c) for c in self.flagged], "timings_s": self.timings,
                 "provenance": self.provenance}
 
 
@@ -128,27 +135,6 @@ def not_removed(ratios, band: float) -> np.ndarray:
     """True where 1/band < ratio < band (the likelihood barely moved)."""
     r = np.asarray(ratios, dtype=float)
     return (r > 1.0 / band) & (r < band)
-
-
-def lcs_length(a: list[str], b: list[str]) -> int:
-    """Length of the longest common subsequence of two word lists (bit-parallel, Hyyrö
-    2004: one big-integer step per word of `a`)."""
-    masks: dict[str, int] = {}
-    for i, w in enumerate(b):
-        masks[w] = masks.get(w, 0) | (1 << i)
-    full = (1 << len(b)) - 1
-    v = full
-    for w in a:
-        u = v & masks.get(w, 0)
-        v = ((v + u) | (v - u)) & full
-    return len(b) - bin(v).count("1")
-
-
-def rouge_l_recall(candidate: str, reference: str) -> float:
-    """ROUGE-L recall (Lin 2004): LCS of the lower-cased words / words of the reference
-    (0.0 for a reference without words)."""
-    ref = _ROUGE_WORD.findall(reference.lower())
-    return lcs_length(_ROUGE_WORD.findall(candidate.lower()), ref) / len(ref) if ref else 0.0
 
 
 # -- chunks -----------------------------------------------------------------------------
@@ -257,29 +243,16 @@ def _score(chunks: list[Chunk], model, method: str, opts: EngineOptions, seed: i
     return result.methods[0].scores, info, result.provenance
 
 
-def sample_continuations(lm, prompt: str, reference: str, n: int, seed: int) -> list[str]:
-    """`n` continuations of `prompt` by multinomial sampling (temperature 1, no top-k or
-    top-p), seeded, each as long in tokens as `reference` (within the model's context)."""
-    import torch
+def _same_model(a, b) -> bool:
+    """Whether `model` and `model_b` are one model: one name (hf_loading.same_model) or
+    one object."""
+    from pddkit.backends.hf_loading import LoadedModel, same_model
 
-    from pddkit.backends.hf_loading import start_token_id
-
-    tok, model = lm.tokenizer, lm.model
-    ids = [start_token_id(tok, lm.name), *tok(prompt, add_special_tokens=False)["input_ids"]]
-    want = max(1, len(tok(reference, add_special_tokens=False)["input_ids"]))
-    ctx = lm.context_length or 2048
-    want = min(want, ctx // 2) if len(ids) + want > ctx else want
-    ids = ids[-(ctx - want):]
-    device = next(model.parameters()).device
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        out = model.generate(torch.tensor([ids], device=device),
-                             attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=device),
-                             do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                             max_new_tokens=want, num_return_sequences=n,
-                             pad_token_id=tok.pad_token_id if tok.pad_token_id is not None
-                             else tok.eos_token_id)
-    return tok.batch_decode(out[:, len(ids):], skip_special_tokens=True)
+    if isinstance(a, str) and isinstance(b, str):
+        return same_model(a, b)
+    if isinstance(a, LoadedModel) and isinstance(b, LoadedModel):
+        return a.model is b.model
+    return a is b
 
 
 def _local_model(model, opts: EngineOptions):
@@ -293,20 +266,6 @@ def _local_model(model, opts: EngineOptions):
                           "directory or a loaded model, not a hub id or a served model")
     return load_model(model, device=opts.device, dtype=opts.dtype, role="model_b",
                       trust_remote_code=opts.trust_remote_code, local_files_only=True)
-
-
-def _continue(chunk: Chunk, lm, n: int, prompt_words: int,
-              seed: int) -> tuple[tuple[float, ...], tuple[str, ...]] | None:
-    """(ROUGE-L recalls, continuations) of a chunk's first `prompt_words` words; None
-    when the chunk is not longer than that."""
-    from pddkit.data.builders.words import word_spans
-
-    spans = word_spans(chunk.text)
-    if len(spans) <= prompt_words:
-        return None
-    prompt, rest = chunk.text[:spans[prompt_words - 1][1]], chunk.text[spans[prompt_words][0]:]
-    texts = sample_continuations(lm, prompt, rest, n, seed)
-    return tuple(rouge_l_recall(t, rest) for t in texts), tuple(texts)
 
 
 # -- the study ----------------------------------------------------------------------------
@@ -331,7 +290,7 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
     from pddkit.params import parse_spec, split_spec_list
     from pddkit.provenance import Provenance, now
 
-    started = now()
+    started, t_start = now(), time.perf_counter()
     specs = split_spec_list(method)
     rules = [((chunks is None) != (books is None), "give exactly one of `chunks` and `books`"),
              (len(specs) == 1 and parse_spec(specs[0])[0] in RATIO_METHODS,
@@ -351,9 +310,16 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
                          local_files_only, cache)
     original, unlearned = _model(model, tokenizer, "model"), _model(model_b, tokenizer_b, "model_b")
     found, counts = book_chunks(books, words) if books is not None else table_chunks(chunks)
+    t0 = time.perf_counter()
     lm_b = _local_model(unlearned, opts) if continuations else None
+    timings = {"load_sampling_model": time.perf_counter() - t0} if continuations else {}
 
     notices = []
+    if _same_model(original, unlearned):
+        notices.append("`model` and `model_b` are the same model, so every ratio is 1 and every "
+                       "chunk is flagged as not removed; give the unlearned model as `model_b`")
+        logger.warning(notices[-1])
+    said = len(notices)  # logged already
     same = None
     prints = [_fingerprint(m, opts) for m in (original, unlearned)]
     if None not in prints:
@@ -363,23 +329,31 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
                            "each model with its own, so the ratio compares mean log-probabilities "
                            "over different tokens")
     logger.info("scoring %d chunks with the original model", len(found))
+    t0 = time.perf_counter()
     s_a, info_a, prov_a = _score(found, original, method, opts, seed)
+    timings["score_original"] = time.perf_counter() - t0
     logger.info("scoring %d chunks with the unlearned model", len(found))
+    t0 = time.perf_counter()
     s_b, info_b, prov_b = _score(found, lm_b or unlearned, method, opts, seed)
+    timings["score_unlearned"] = time.perf_counter() - t0
     ratios = score_ratios(s_a, s_b)
     flags = not_removed(ratios, band)
     results = [ChunkResult(c.id, c.source, len(c.text.split()), float(a), float(b), float(r),
                            bool(f)) for c, a, b, r, f in zip(found, s_a, s_b, ratios, flags)]
     short = 0
     if continuations:
-        logger.info("sampling %d continuations of %d flagged chunks", continuations, int(flags.sum()))
-        for i, c in enumerate(found):
-            if flags[i]:
-                got = _continue(c, lm_b, continuations, prompt_words, seed + i)
-                short += got is None
-                if got is not None:
-                    results[i] = ChunkResult(**{**asdict(results[i]), "rouge_l": got[0],
-                                                "continuations": got[1]})
+        flagged = [c for c, f in zip(found, flags) if f]
+        per_batch = generation_batch(batch_size, continuations)
+        logger.info("sampling %d continuations of each of %d flagged chunks, %d chunks per batch",
+                    continuations, len(flagged), per_batch)
+        t0 = time.perf_counter()
+        got = continue_all([c.text for c in flagged], lm_b, continuations, prompt_words, seed, per_batch)
+        timings["continuations"] = time.perf_counter() - t0
+        at = [i for i, f in enumerate(flags) if f]
+        for k, (recalls, texts) in got.items():
+            results[at[k]] = ChunkResult(**{**asdict(results[at[k]]), "rouge_l": recalls,
+                                            "continuations": texts})
+        short = len(flagged) - len(got)
         if short:
             notices.append(f"{short} flagged chunks have at most {prompt_words} words and get "
                            "no continuations")
@@ -387,7 +361,7 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
         if info["truncated"]:
             notices.append(f"{info['truncated']} chunks are longer than the {role} model's "
                            "context: only their first tokens were scored")
-    for line in notices:
+    for line in notices[said:]:
         logger.warning(line)
     n_flag = int(flags.sum())
     counts = {"chunks": len(found), "not_removed": n_flag,
@@ -402,4 +376,4 @@ def compare_models(model, model_b, *, chunks: str | Path | None = None,
     return CompareResult(config, tuple(results), {"original": info_a, "unlearned": info_b}, same,
                          counts, tuple(notices),
                          Provenance.of_runs(started, {"original": prov_a, "unlearned": prov_b})
-                         .to_dict())
+                         .to_dict(), {**timings, "total": time.perf_counter() - t_start})

@@ -1,0 +1,82 @@
+"""Polish a new user notices (issue 22, item 6): progress and timings of `compare
+--continue`, conflicting or ignored options said in one sentence or a notice, errors in
+pddkit's words, short reprs and headers that count what they mean."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cli_helpers import run_cli, write_jsonl
+from tiny_models import save_tiny_gpt2
+
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A random one-layer GPT-2 saved as a folder (seconds; nothing trained)."""
+    return str(save_tiny_gpt2(tmp_path_factory.mktemp("tiny") / "model"))
+
+
+def _chunks(path, n: int, words: int = 12):
+    rows = [{"id": f"c{i}", "text": " ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))}
+            for i in range(n)]
+    return write_jsonl(path, rows)
+
+
+# -- compare --continue: batched, with progress and timings --------------------------------
+
+
+def test_compare_continuations_are_batched_timed_and_show_progress(tiny, tmp_path, capsys,
+                                                                   monkeypatch):
+    """5 flagged chunks x 2 continuations, --batch-size 8: two `generate` calls (4 chunks
+    of 2 rows, then 1), not five; a progress bar with its ETA; timings in results.json."""
+    from transformers import GPT2LMHeadModel
+
+    calls = []
+    real = GPT2LMHeadModel.generate
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[0] if "input_ids" in kwargs else args[0].shape[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(GPT2LMHeadModel, "generate", counted)
+    monkeypatch.setenv("PDDKIT_PROGRESS", "1")
+    data = _chunks(tmp_path / "c.jsonl", 5)
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "compare", "--model", tiny, "--model-b", tiny, "--data",
+                           data, "--continue", 2, "--prompt-words", 3, "--batch-size", 8,
+                           "--device", "cpu", "--output", out)
+    assert code == 0, err
+    assert calls == [4, 1]  # chunks per call (each of them 2 rows)
+    assert "sampling continuations" in err and "<" in err  # tqdm: elapsed<remaining (the ETA)
+    saved = json.loads((out / "results.json").read_text())
+    timings = saved["timings_s"]
+    for key in ("score_original", "score_unlearned", "continuations", "total"):
+        assert timings[key] >= 0, key
+    assert timings["total"] >= timings["continuations"]
+    lines = [json.loads(x) for x in (out / "continuations.jsonl").read_text().splitlines()]
+    assert len(lines) == 10 and {x["id"] for x in lines} == {f"c{i}" for i in range(5)}
+
+
+def test_compare_batches_give_each_chunk_its_own_continuations(tiny, tmp_path):
+    """Batched sampling keeps chunks apart: each continuation is as long as its chunk's
+    rest, and the same command gives the same texts."""
+    from pddkit.studies.compare import compare_models
+
+    data = _chunks(tmp_path / "c.jsonl", 3)
+    runs = [compare_models(tiny, tiny, chunks=data, continuations=2, prompt_words=3,
+                           batch_size=4, device="cpu") for _ in range(2)]
+    assert [c.continuations for c in runs[0].chunks] == [c.continuations for c in runs[1].chunks]
+    assert all(len(c.continuations) == 2 and len(c.rouge_l) == 2 for c in runs[0].chunks)
+
+
+def test_compare_with_the_same_model_twice_says_so(tiny, tmp_path, capsys):
+    data = _chunks(tmp_path / "c.jsonl", 2)
+    code, _, err = run_cli(capsys, "compare", "--model", tiny, "--model-b", tiny + "/",
+                           "--data", data, "--device", "cpu", "--output", tmp_path / "o")
+    assert code == 0, err
+    assert "--model and --model-b are the same model" in err
+    saved = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert any("same model" in n for n in saved["notices"])
