@@ -80,3 +80,18 @@ def test_compare_with_the_same_model_twice_says_so(tiny, tmp_path, capsys):
     assert "--model and --model-b are the same model" in err
     saved = json.loads((tmp_path / "o" / "results.json").read_text())
     assert any("same model" in n for n in saved["notices"])
+
+
+# -- conflicting or ignored options: one sentence ------------------------------------------
+
+
+@pytest.mark.parametrize(("knob", "flag", "value"), [("repeats", "--repeats", "3"),
+                                                     ("lr", "--lr", "0.01")])
+def test_a_sweep_and_the_option_it_sweeps_are_refused_together(tmp_path, capsys, knob, flag,
+                                                               value):
+    code, _, err = run_cli(capsys, "sandbox", "--sweep", f"{knob}=1,2", flag, value,
+                           "--output", tmp_path / "o")
+    assert code == 1, err
+    assert err.count("\n") == 1 and f"--sweep sets {flag} for each model (1" in err, err
+    assert f"so {flag} {value} would be ignored" in err, err
+    assert not (tmp_path / "o" / "split.json").exists()  # refused before any work

@@ -132,6 +132,10 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
     from pddkit.sandbox.split import split_documents
 
     swept = parse_sweep(sweep)
+    if swept and getattr(cfg, _field(swept[0])) != getattr(SandboxConfig, _field(swept[0])):
+        name = _field(swept[0])
+        raise PddkitError(f"`sweep` sets `{name}` for each model ({', '.join(map(str, swept[1]))}), "
+                          f"so `{name}` {getattr(cfg, name)} would be ignored: give only one of them")
     if cfg.base_model and cfg.tokenizer:
         raise PddkitError("`tokenizer` and `base_model` exclude each other: a base model "
                           "brings its own tokenizer")
