@@ -171,6 +171,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              local_files_only: bool = False, on_invalid: str = "error", engine: str = "local",
              ray_address: str | None = None, actors: int = 1, gpus_per_actor: float = 0.0,
              n_bootstrap: int = 1000, seed: int = 0, blind: bool = True,
+             blind_max_texts: int | None = None,
              documents: Sequence[str] | str = (), doc_features: str = "histogram",
              split_words: int | None = None, max_texts: int | None = None) -> RunResult:
     """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
@@ -182,7 +183,8 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
     "share", "classifier", or several) adds document-level scores and metrics over `groups`
     (`RunResult.documents`); `split_words` cuts each text into consecutive texts of
     that many words, grouped by their text (at most `max_texts` each). `adapter`,
-    `ref_adapter` and `quantize` as in `score`."""
+    `ref_adapter` and `quantize` as in `score`. `blind_max_texts` fits the blind baseline
+    on a stratified sample of that many texts (the others scored by a model fitted on it)."""
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
     if isinstance(documents, str):

@@ -11,7 +11,8 @@ from pddkit.cli.app import cli
 @cli.command(short_help="Model-free check for a distribution shift.")
 @options.apply(options.BLIND_OPTIONS)
 def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_field, subset_field,
-          data_split, language, on_invalid, seed, n_bootstrap, output, overwrite) -> None:
+          data_split, language, on_invalid, seed, n_bootstrap, blind_max_texts, output,
+          overwrite) -> None:
     """Model-free check for a distribution shift between members and non-members."""
     from pddkit import output_dir
     from pddkit.evaluation.blind_run import run_blind
@@ -21,4 +22,4 @@ def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_fi
 
     source = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
                                  group_field, subset_field, data_split, language, on_invalid)
-    run_blind(source, seed, n_bootstrap, output, echo=click.echo)
+    run_blind(source, seed, n_bootstrap, output, echo=click.echo, max_texts=blind_max_texts)

@@ -151,6 +151,9 @@ RUN_OPTIONS = [
         help="Standardise each set of probe activations with its own mean and std (as Liu "
         "et al.'s code), or all with the probe's training rows' statistics."),
     click.option("--no-blind", is_flag=True, help="Skip the model-free blind baseline."),
+    click.option("--blind-max-texts", type=int, default=None,
+        help="Fit the blind baseline on a stratified sample of N texts (out-of-fold there, "
+        "the other texts scored by a model fitted on the sample): cheaper on large data."),
     click.option("--no-report", is_flag=True, help="Skip report.html / report.md."),
     click.option("--overwrite", is_flag=True,
         help="Replace the pddkit results already in --output (else such a folder is refused)."),
@@ -244,6 +247,9 @@ BLIND_OPTIONS = [
     click.option("--seed", default=0, show_default=True, type=int),
     click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
         help="Bootstrap resamples for the confidence intervals."),
+    click.option("--blind-max-texts", type=int, default=None,
+        help="Fit the blind baseline on a stratified sample of N texts (out-of-fold there, "
+        "the other texts scored by a model fitted on the sample): cheaper on large data."),
     click.option("--output", type=click.Path(), default=None,
         help="Folder for results.json and scores.jsonl (optional)."),
     click.option("--overwrite", is_flag=True,

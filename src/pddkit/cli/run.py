@@ -24,7 +24,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         mask_model, neighbors_file, prefix_data, documents, doc_features, split_words, max_texts,
         probe_data, probe_load, probe_lrs, probe_lora,
         probe_standardize,
-        no_blind, no_report, overwrite, device, dtype, trust_remote_code, local_files_only) -> None:
+        no_blind, blind_max_texts, no_report, overwrite, device, dtype, trust_remote_code,
+        local_files_only) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit import output_dir
     from pddkit.data import load_table
@@ -62,7 +63,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        batch_size=batch_size, max_length=max_length, device=device, dtype=dtype,
                        padding_side=padding_side, trust_remote_code=trust_remote_code,
                        local_files_only=local_files_only, n_bootstrap=n_bootstrap, seed=seed,
-                       blind=not no_blind, val_fraction=val_fraction, val_data=val_data,
+                       blind=not no_blind, blind_max_texts=blind_max_texts,
+                       val_fraction=val_fraction, val_data=val_data,
                        mask_model=mask_model, neighbors_file=neighbors_file, prefix_data=prefix_data,
                        probe_data=probe_data, probe_load=probe_load,
                        probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,

@@ -193,7 +193,7 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
 
     labels = np.asarray(dataset.labels)
     try:
-        scores, folds, grouped = _out_of_fold(dataset.samples, labels, config)
+        scores, folds, grouped, how = _out_of_fold(dataset.samples, labels, config)
     except PddkitError as e:
         logger.warning("no blind baseline: %s", e)
         notices.append(f"no blind baseline: {e}")
@@ -201,11 +201,15 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
     sel = slice(None) if test_idx is None else test_idx
     metrics = compute_metrics(scores[sel], labels[sel], n_bootstrap=config.n_bootstrap,
                               seed=config.seed)
-    from pddkit.evaluation.blind_verdict import run_units
+    from pddkit.evaluation.blind_verdict import run_units, with_sample
 
-    params: dict = {"folds": folds, "grouped_by_document": grouped}
+    params: dict = {"folds": folds, "grouped_by_document": grouped,
+                    "neighbour_search": how["neighbour_search"]}
     subsets = [s.subset for s in dataset.samples]
     params.update(run_units(labels, _groups(dataset.samples), test_idx, subsets))
+    if how["sample"] is not None:  # said in results.json, the terminal and the report
+        params["sample"] = {"texts": how["sample"], "of": len(labels)}
+        params["units"] = with_sample(params.get("units"), labels[sel], params["sample"])
     per: dict = {}
     if breakdown(subsets):
         params["per_subset"] = "fitted within each subset (its own cross-validation)"
@@ -215,34 +219,41 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
     return MethodResult("blind", "blind", params, scores, metrics, subsets=per)
 
 
-def _out_of_fold(samples, labels: np.ndarray, config: RunConfig) -> tuple[np.ndarray, int, bool]:
-    """(out-of-fold scores, folds used, grouped by document) of these texts, from the
-    cache's memo when it holds them; PddkitError when they are too few to cross-validate."""
+def _model(config: RunConfig):
     from pddkit.evaluation.blind import BlindBaseline
 
+    return BlindBaseline(seed=config.seed, max_texts=config.blind_max_texts)
+
+
+def _out_of_fold(samples, labels: np.ndarray, config: RunConfig
+                 ) -> tuple[np.ndarray, int, bool, dict]:
+    """(out-of-fold scores, folds used, grouped by document, {"sample": texts fitted on or
+    None, "neighbour_search": exact or approximate}) of these texts, from the cache's memo
+    when it holds them; PddkitError when they are too few to cross-validate."""
     groups = _groups(samples)
     use_groups = groups is not None
-    model = BlindBaseline(seed=config.seed)
+    model = _model(config)
     texts = [s.text for s in samples]
     memo, key = _blind_memo(config, model, texts, labels, groups)
     found = memo.get_result("blind", key) if memo is not None else None
     if found is not None:  # the same texts, labels, groups and classifier: its scores
-        return found[0]["scores"], found[1]["folds"], use_groups
+        meta = found[1]
+        return (found[0]["scores"], meta["folds"], use_groups,
+                {"sample": meta["sample"], "neighbour_search": meta["neighbour_search"]})
     scores = model.cross_val_scores(texts, labels, groups)
-    folds = model.n_splits_used_
+    how = {"sample": None if model.sample_ is None else len(model.sample_),
+           "neighbour_search": model.neighbour_search_}
     if memo is not None:
-        memo.put_result("blind", key, {"scores": scores}, {"folds": folds})
-    return scores, folds, use_groups
+        memo.put_result("blind", key, {"scores": scores}, {"folds": model.n_splits_used_, **how})
+    return scores, model.n_splits_used_, use_groups, how
 
 
 def _memo_holds(dataset: Dataset, config: RunConfig) -> bool:
     """Whether the cache's memo holds the pooled out-of-fold scores of these texts."""
     if not config.cache:
         return False
-    from pddkit.evaluation.blind import BlindBaseline
-
     samples = dataset.samples
-    memo, key = _blind_memo(config, BlindBaseline(seed=config.seed), [s.text for s in samples],
+    memo, key = _blind_memo(config, _model(config), [s.text for s in samples],
                             np.asarray(dataset.labels), _groups(samples))
     return memo.get_result("blind", key) is not None
 
@@ -271,7 +282,7 @@ def _blind_memo(config: RunConfig, model, texts, labels, groups):
              "groups": None if groups is None else [str(g) for g in groups],
              "params": {k: v for k, v in vars(model).items() if not k.endswith("_")},
              "pddkit": __version__, "sklearn": package_version("scikit-learn")}
-    return Memo(Path(config.cache).expanduser()), result_key("blind", 3, parts)
+    return Memo(Path(config.cache).expanduser()), result_key("blind", 4, parts)
 
 
 class _Records(logging.Handler):

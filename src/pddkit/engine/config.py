@@ -44,6 +44,7 @@ class RunConfig:
     n_bootstrap: int = 1000
     seed: int = 0
     blind: bool = True  # the model-free baseline, for every labelled run
+    blind_max_texts: int | None = None  # the blind baseline on a stratified sample of N texts
     val_fraction: float | None = None  # hyperparameters chosen on this stratified share
     val_data: str | None = None  # ... or on this labelled file (recorded; loaded by the caller)
     mask_model: str | None = None  # masked LM for `neighbor` (roberta-base when it is named)
@@ -79,6 +80,9 @@ class RunConfig:
              f"`padding_side` must be 'left' or 'right', not {self.padding_side!r}"),
             (self.dtype in DTYPES, f"`dtype` must be one of {', '.join(DTYPES)}, not {self.dtype!r}"),
             (self.n_bootstrap >= 0, f"`n_bootstrap` must be 0 or more, not {self.n_bootstrap}"),
+            (self.blind_max_texts is None or self.blind_max_texts >= 20,
+             f"`blind_max_texts` must be at least 20 (10 texts of each class), not "
+             f"{self.blind_max_texts}"),
             (self.val_fraction is None or 0 < self.val_fraction < 1,
              f"`val_fraction` must be between 0 and 1, not {self.val_fraction}"),
             (self.val_fraction is None or self.val_data is None,

@@ -355,7 +355,7 @@ class BlindBaseline:
         on = np.arange(n)
         if self.max_texts is not None and n > self.max_texts:
             if splits is not None:
-                raise ValueError("give the blind baseline `splits` or `max_texts`, not both")
+                raise ValueError("give the blind baseline its outer folds or a sample size, not both")
             on = self.sample_ = stratified_sample(y, g, self.max_texts, self.seed)
         if splits is not None:
             folds = [(np.asarray(tr), np.asarray(te)) for tr, te in splits]

@@ -23,7 +23,7 @@ baseline and reports".
 - units: with document ids (`group`) and grouped folds, a document's texts are not
   independent, so n1 and n0 are the numbers of member and non-member documents (the
   conservative end: their texts could be up to independent); otherwise texts.
-- sample (`--blind-max-texts N`): the baseline fitted on a stratified sample of N texts
+- sample (`blind_max_texts`): the baseline fitted on a stratified sample of N texts
   scores those out-of-fold and the others with a model fitted on the whole sample, so
   every text's score is still from a model that never saw it; the verdict counts all the
   texts the AUC is on (the others' AUC is a plain held-out one, whose null spread is the
@@ -97,7 +97,7 @@ class BlindVerdict:
                 f"{self.n_nonmembers} non-member {self.unit}")
         if self.sample:
             head += (f" (fitted on a stratified sample of {self.sample['texts']:,} of the "
-                     f"{self.sample['of']:,} texts, --blind-max-texts: out-of-fold there, the "
+                     f"{self.sample['of']:,} texts: out-of-fold there, the "
                      "others scored by a model fitted on the whole sample)")
         if self.warn:
             return (f"Warning: {head[0].lower()}{head[1:]}: above chance (p = {_p(self.p)}): "
@@ -174,3 +174,25 @@ def run_units(labels, groups, test_idx=None, subsets=None) -> dict:
         out["subset_units"] = {name: effective_units(y[idx], list(g[idx])) for name, idx in
                                subset_indices(subsets, names, test_idx).items()}
     return out
+
+
+MIN_SAMPLE = 20  # the smallest `blind_max_texts`: 10 texts of each class
+
+
+def check_max_texts(max_texts: int | None) -> None:
+    """One sentence when a sample size for the blind baseline is too small to fit it."""
+    from pddkit.errors import PddkitError
+
+    if max_texts is not None and max_texts < MIN_SAMPLE:
+        raise PddkitError(f"`blind_max_texts` must be at least {MIN_SAMPLE} (10 texts of each "
+                          f"class), not {max_texts}")
+
+
+def with_sample(units: dict | None, labels, sample: dict) -> dict:
+    """The verdict's `units` (MethodResult.params["units"]) saying that the baseline was
+    fitted on a stratified sample ({"texts", "of"}); the texts of `labels` are the units
+    when `units` names none."""
+    y = np.asarray(labels)
+    out = dict(units) if units else {"members": int((y == 1).sum()),
+                                     "nonmembers": int((y == 0).sum()), "unit": "texts"}
+    return {**out, "sample": sample}
