@@ -39,3 +39,25 @@ def test_every_pddkit_import_resolves(script: Path):
 
 def test_there_are_scripts_to_check():
     assert len(SCRIPTS) >= 5
+
+
+def test_the_blind_scale_script_runs_at_1000_texts(tmp_path):
+    """benchmarks/blind_scale.py in the fast lane: one size, its own process, one JSON line
+    with the wall and CPU seconds, the peak memory and an AUC of the mild shift."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import shared_path
+
+    shared = shared_path("corpora", "gutenberg").parents[1]
+    out = tmp_path / "scale.jsonl"
+    script = Path(__file__).parent.parent / "benchmarks" / "blind_scale.py"
+    done = subprocess.run([sys.executable, str(script), "--sizes", "1000", "--shared", str(shared),
+                           "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(out.read_text())
+    assert row["n"] == row["scored"] == 1000 and row["neighbour_search"] == "exact"
+    assert row["seconds"] > 0 and row["cpu_seconds"] > 0 and row["peak_mb"] > row["rss_before_fit_mb"] > 0
+    assert 0.5 < row["auc"] < 0.9 and 300 < row["members"] < 700
+    assert "1000" in done.stdout
