@@ -95,3 +95,18 @@ def test_a_sweep_and_the_option_it_sweeps_are_refused_together(tmp_path, capsys,
     assert err.count("\n") == 1 and f"--sweep sets {flag} for each model (1" in err, err
     assert f"so {flag} {value} would be ignored" in err, err
     assert not (tmp_path / "o" / "split.json").exists()  # refused before any work
+
+
+def test_api_base_with_the_hf_backend_is_one_sentence(tmp_path, capsys):
+    from pddkit.engine.config import RunConfig
+    from pddkit.errors import PddkitError
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"text {i}", "label": i % 2}
+                                              for i in range(4)])
+    code, _, err = run_cli(capsys, "run", "--model", "/nonexistent/model", "--data", data,
+                           "--api-base", "http://127.0.0.1:9/v1", "--output", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1, err
+    assert "--api-base is the address of a served model (--backend openai)" in err, err
+    with pytest.raises(PddkitError, match="`api_base` is the address of a served model"):
+        RunConfig(model="m", api_base="http://127.0.0.1:9/v1").check()
+    RunConfig(model="m", backend="openai", api_base="http://127.0.0.1:9/v1").check()

@@ -107,6 +107,9 @@ class RunConfig:
             (self.api_retries >= 0, f"`api_retries` must be 0 or more, not {self.api_retries}"),
             (self.backend != "openai" or bool(self.api_base),
              "the openai backend needs `api_base`, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
+            (not self.api_base or "openai" in (self.backend, self.ref_backend),
+             f"`api_base` is the address of a served model (`backend='openai'`); the "
+             f"{self.backend} backend loads `model` here and would ignore it"),
             (self.adapter is None or self.backend == "hf",
              f"`adapter` loads a PEFT adapter onto a model loaded here (backend hf), not onto "
              f"a {self.backend} model: serve the model with its adapter instead"),
