@@ -313,3 +313,37 @@ def test_the_command_line_scores_an_adapter_as_the_merged_model(adapters, tmp_pa
         assert models[name]["adapter"] == str(adapters.a)
         assert models[name]["base_model"] == str(adapters.base)
     assert "adapter" not in models["merged"]
+
+
+REFERENCE = ["a green frog hops across the quiet pond", "the red kite circles above the field",
+             "old boats rest on the grey harbour sand", "a small bird sings in the cold morning",
+             "the river bends around the stone bridge", "warm bread cools on the kitchen table",
+             "the night train rolls past the sleeping town", "a tall ship sails into the harbour"]
+
+
+@pytest.mark.slow
+def test_the_studies_take_an_adapter(adapters, tmp_path, capsys):
+    """`pddkit infer` (as audit and traps detect, whose loading goes the same way) with
+    --adapter gives the merged model's features and p-value."""
+    from pddkit.studies.infer import infer_dataset
+
+    def infer(model, **kw):
+        return infer_dataset(str(model), TEXTS, REFERENCE, false_positive_check=False, **CPU, **kw)
+
+    got, want = infer(adapters.base, adapter=str(adapters.a)), infer(adapters.merged)
+    # minkpp at small k reads a text's single most extreme z, where M2 - H^2 cancels in
+    # float32: 1e-5 relative there (3e-5 absolute at -3.9 seen), 1e-5 absolute elsewhere
+    for part in ("suspect", "reference"):
+        g, w = getattr(got.features, part), getattr(want.features, part)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=part)
+    assert got.config["adapter"] == str(adapters.a) and "adapter" not in want.config
+    suspect = write_jsonl(tmp_path / "s.jsonl", [{"text": t} for t in TEXTS])
+    reference = write_jsonl(tmp_path / "r.jsonl", [{"text": t} for t in REFERENCE])
+    code, _, err = run_cli(capsys, "infer", "--model", adapters.base, "--adapter", adapters.a,
+                           "--suspect", suspect, "--reference", reference,
+                           "--no-false-positive-check", "--device", "cpu", "--dtype", "float32",
+                           "--output", tmp_path / "infer")
+    assert code == 0, err
+    saved = json.loads((tmp_path / "infer" / "results.json").read_text())
+    assert saved["models"]["target"]["adapter"] == str(adapters.a)
+    assert saved["test"]["p_value"] == pytest.approx(got.decision.test.p_value, abs=1e-6)

@@ -15,7 +15,7 @@ from pddkit.cli.app import cli
 @options.apply(study_options.AUDIT_OPTIONS)
 def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, words, threshold,
           fdr, seed, output, overwrite, ref_model, freq, cache, batch_size, max_length, revision,
-          on_invalid, device, dtype, trust_remote_code, local_files_only) -> None:
+          adapter, on_invalid, device, dtype, trust_remote_code, local_files_only) -> None:
     """Copyrighted-book audit (Shi et al. 2024): a threshold on one method's score chosen on
     labelled validation texts; each book's contamination rate = share of its random
     snippets above it, marked when improbable for a book the model never saw (against
@@ -30,7 +30,7 @@ def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, wor
                          data_dir=data_dir, snippets=snippets, words=words, threshold=threshold,
                          fdr=fdr, seed=seed, ref_model=ref_model, freq=freq, cache=cache,
                          batch_size=batch_size, max_length=max_length, revision=revision,
-                         device=device, dtype=dtype, trust_remote_code=trust_remote_code,
+                         adapter=adapter, device=device, dtype=dtype, trust_remote_code=trust_remote_code,
                          local_files_only=local_files_only, on_invalid=on_invalid)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
     result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))

@@ -15,7 +15,7 @@ from pddkit.cli.app import cli
 @options.apply(study_options.INFER_OPTIONS)
 def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, neighbors_file,
           n_neighbors, alpha, false_positive_check, classifier,
-          seed, output, overwrite, cache, batch_size, max_length, revision, device, dtype,
+          seed, output, overwrite, cache, batch_size, max_length, revision, adapter, device, dtype,
           trust_remote_code, local_files_only) -> None:
     """Dataset inference (Maini et al. 2024): do the suspect texts look like training data
     to the model, compared with reference texts of the same source it never saw?"""
@@ -31,7 +31,8 @@ def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, ne
                            classifier=classifier,
                            text_field=text_field, cache=cache, batch_size=batch_size,
                            max_length=max_length, device=device, dtype=dtype, revision=revision,
-                           trust_remote_code=trust_remote_code, local_files_only=local_files_only)
+                           adapter=adapter, trust_remote_code=trust_remote_code,
+                           local_files_only=local_files_only)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
     result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
     result.write(out)

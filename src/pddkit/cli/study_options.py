@@ -55,6 +55,8 @@ INFER_OPTIONS = [
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+    click.option("--adapter", default=None,
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
 ]
 FLAGS.update(_flag_table(INFER_OPTIONS), **{"false_positive_check=False": "--no-false-positive-check"})
 
@@ -88,6 +90,8 @@ AUDIT_OPTIONS = [
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+    click.option("--adapter", default=None,
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
     click.option("--on-invalid", default="error", show_default=True,
         type=click.Choice(["error", "skip"]),
         help="A bad validation line (or one that is also a book snippet) stops the audit, or "
@@ -140,6 +144,8 @@ TRAPS_DETECT_OPTIONS = [
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
+    click.option("--adapter", default=None,
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
 ]
 FLAGS.update(_flag_table(TRAPS_DETECT_OPTIONS))
 

@@ -141,7 +141,7 @@ def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenize
 @options.apply(study_options.TRAPS_DETECT_OPTIONS)
 def detect(model, ref_model, traps, methods, freq, n_bootstrap, seed, output, overwrite, cache,
            batch_size, max_length, device, dtype, trust_remote_code, local_files_only,
-           revision) -> None:
+           revision, adapter) -> None:
     """Score every trap of an injected trap folder under --model (and --ref-model for the
     paper's `ref`) with every method, and give the AUC of inserted against held-out traps
     per length x repeats (Meeus et al. 2024, Table 2) and per perplexity bucket."""
@@ -153,8 +153,8 @@ def detect(model, ref_model, traps, methods, freq, n_bootstrap, seed, output, ov
     result = detect_traps(traps, model, ref_model=ref_model, freq=freq, methods=methods,
                           n_bootstrap=n_bootstrap, seed=seed, cache=cache,
                           batch_size=batch_size, max_length=max_length, device=device,
-                          dtype=dtype, revision=revision, trust_remote_code=trust_remote_code,
-                          local_files_only=local_files_only)
+                          dtype=dtype, revision=revision, adapter=adapter,
+                          trust_remote_code=trust_remote_code, local_files_only=local_files_only)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
     result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
     result.write(out)

@@ -274,7 +274,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                 fdr: float = 0.05, seed: int = 0, tokenizer=None, ref_model: str | None = None,
                 freq: str | None = None, backend: str = "hf", api_base: str | None = None,
                 api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
-                cache: str | None = None, batch_size: int | str = 8,
+                adapter: str | None = None, cache: str | None = None, batch_size: int | str = 8,
                 max_length: int | None = None, padding_side: str = "right",
                 device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
                 local_files_only: bool = False, on_invalid: str = "error") -> AuditResult:
@@ -283,7 +283,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     100 snippets of 512 words per book, the accuracy-maximising threshold); a book is marked
     when it survives Benjamini-Hochberg at `fdr` against never-seen validation books' spread.
     `model` is a path or hub id, a LoadedModel, a Backend, or a loaded HF model with
-    `tokenizer`."""
+    `tokenizer`; `adapter`, a PEFT adapter loaded onto a `model` given by name."""
     from pddkit.api import _model, _name
     from pddkit.data.overlap import without_overlap
     from pddkit.data.samples import Sample, make_dataset
@@ -333,7 +333,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     target = _model(model, None if named_tokenizer else tokenizer, "model")
     config = RunConfig(model=_name(target), methods=method, ref_model=ref_model, freq=freq,
                        backend=backend, api_base=api_base, api_key_env=api_key_env,
-                       revision=revision, tokenizer=named_tokenizer, cache=cache,
+                       revision=revision, adapter=adapter, tokenizer=named_tokenizer, cache=cache,
                        batch_size=batch_size, max_length=max_length,
                        padding_side=padding_side, device=device, dtype=dtype,
                        trust_remote_code=trust_remote_code, local_files_only=local_files_only,
@@ -369,7 +369,8 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
            "words": words, "threshold": threshold, "fdr": fdr, "seed": seed,
            "engine": {k: v for k, v in run.config.items()
                       if k in ("batch_size", "max_length", "device", "dtype", "ref_model",
-                               "freq", "backend", "cache", "revision")}}
+                               "freq", "backend", "cache", "revision")
+                      or (k == "adapter" and v is not None)}}
     counts = {"books": len(lengths), "audited": len(cut), "skipped": len(skipped),
               "snippets": n, "books_with_fewer_snippets": short, "validation_texts": len(val.samples),
               "validation_left_out": len(val.skipped), "truncated": run.counts.get("truncated", {})}

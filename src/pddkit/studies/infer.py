@@ -151,7 +151,8 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
                   text_field: str | None = None, cache: str | None = None,
                   batch_size: int | str = 8, max_length: int | None = None,
                   device: str = "auto", dtype: str = "auto", revision: str | None = None,
-                  trust_remote_code: bool = False, local_files_only: bool = False) -> InferenceResult:
+                  adapter: str | None = None, trust_remote_code: bool = False,
+                  local_files_only: bool = False) -> InferenceResult:
     """Maini et al. 2024's dataset inference: `suspect` and `reference` (texts, a Dataset,
     or a table file read with `text_field`) scored in one engine run under `model` (a path,
     hub id, Backend or LoadedModel); `ref_model` and `freq` add the `ref` and `dcpdd`
@@ -163,7 +164,8 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     evaluation/dataset_inference.py says where pddkit's version differs from the authors'
     code). The false-positive check keeps the reference texts of one `group` (document) on
     one side when they have groups. The verdict says "used in training" only when the
-    test's p-value is below `alpha` and the false-positive check's is not."""
+    test's p-value is below `alpha` and the false-positive check's is not. `adapter`: a
+    PEFT adapter loaded onto a `model` given by name."""
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.provenance import now
@@ -196,7 +198,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
                     ref_model=ref_model if isinstance(ref_model, str) or ref_model is None
                     else getattr(ref_model, "name", str(ref_model)),
                     freq=freq, cache=cache, batch_size=batch_size, max_length=max_length,
-                    device=device, dtype=dtype, revision=revision,
+                    device=device, dtype=dtype, revision=revision, adapter=adapter,
                     trust_remote_code=trust_remote_code, local_files_only=local_files_only,
                     n_bootstrap=0, seed=seed, blind=False)
     run = run_dataset(both, cfg, model=None if isinstance(model, str) else model,
@@ -218,7 +220,8 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
               "false_positive_check": false_positive_check, "seed": seed,
               "classifier": classifier, "clip": CLIP,
               "methods": cfg.methods, "batch_size": batch_size, "max_length": max_length,
-              "device": device, "dtype": dtype, "cache": cache}
+              "device": device, "dtype": dtype, "cache": cache,
+              **({"adapter": adapter} if adapter is not None else {})}
     return InferenceResult(decision, features, config, run.models, run.notices,
                            {"suspect": n_s, "reference": len(ref.samples),
                             "truncated": run.counts.get("truncated", {})},

@@ -201,13 +201,16 @@ def evaluation_traps(folder: TrapFolder, where: str) -> tuple[list, dict, dict]:
     return chosen, inserted, counts
 
 
-def _tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: bool):
-    """The target's tokenizer, without loading its weights when it is a name."""
+def _tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: bool,
+                  adapter: str | None = None):
+    """The target's tokenizer (with `adapter`: the one it is loaded with), without loading
+    its weights when it is a name."""
     if isinstance(target, str):
         from pddkit.backends.hf_loading import load_tokenizer_view
 
         return load_tokenizer_view(target, trust_remote_code=trust_remote_code,
-                                   local_files_only=local_files_only, revision=revision).tokenizer
+                                   local_files_only=local_files_only, revision=revision,
+                                   adapter=adapter).tokenizer
     tok = getattr(target, "tokenizer", None)
     if tok is None:
         tok = getattr(getattr(target, "lm", None), "tokenizer", None)
@@ -307,8 +310,8 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
                  methods: str = "all", tokenizer=None, n_bootstrap: int = 1000, seed: int = 0,
                  cache: str | None = None, batch_size: int | str = 8,
                  max_length: int | None = None, device: str = "auto", dtype: str = "auto",
-                 revision: str | None = None, trust_remote_code: bool = False,
-                 local_files_only: bool = False) -> TrapsResult:
+                 revision: str | None = None, adapter: str | None = None,
+                 trust_remote_code: bool = False, local_files_only: bool = False) -> TrapsResult:
     """Score the traps of `folder` (a path written by `traps inject`, or a TrapFolder)
     under `model` (a path, hub id, LoadedModel, Backend, or a loaded HF model with
     `tokenizer`) with `methods` ("all" or "loss,ref,..."; `ref_model` adds the paper's
@@ -316,7 +319,8 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     per length x repeats and per length x repeats x perplexity bucket (Meeus et al. 2024,
     Table 2 and Figure 3; the module docstring gives the protocol and where it differs from
     the authors' notebooks), with `n_bootstrap` stratified bootstrap resamples (seeded
-    with `seed`) for cells of at least CI_MIN_PER_CLASS traps per class."""
+    with `seed`) for cells of at least CI_MIN_PER_CLASS traps per class. `adapter`: a PEFT
+    adapter loaded onto a `model` given by name."""
     from pddkit.api import _model, _name
     from pddkit.data.samples import Sample, make_dataset
     from pddkit.engine.config import RunConfig
@@ -339,7 +343,8 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     target = _model(model, tokenizer, "model")
     model_name = _name(target)
     tokens, tok_record = check_tokenizer(
-        folder, traps, _tokenizer_of(target, revision, trust_remote_code, local_files_only),
+        folder, traps, _tokenizer_of(target, revision, trust_remote_code, local_files_only,
+                                     adapter if isinstance(target, str) else None),
         model_name, where, notices)
     counts["reencoded_other_length"] = sum(tokens[t.id] != t.length for t in traps)
     samples = [Sample(id=t.id, text=t.text, source=f"trap {t.id}") for t in traps]
@@ -347,7 +352,7 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
                        ref_model=ref_model if ref_model is None or isinstance(ref_model, str)
                        else getattr(ref_model, "name", str(ref_model)),
                        freq=freq, cache=cache, batch_size=batch_size, max_length=max_length,
-                       device=device, dtype=dtype, revision=revision,
+                       device=device, dtype=dtype, revision=revision, adapter=adapter,
                        trust_remote_code=trust_remote_code, local_files_only=local_files_only,
                        n_bootstrap=0, seed=seed, blind=False)
     run = run_dataset(make_dataset("traps", samples, []), config,
@@ -374,6 +379,7 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
            "methods": methods, "methods_resolved": list(labels), "n_bootstrap": n_bootstrap,
            "seed": seed, "batch_size": batch_size, "max_length": max_length, "device": device,
            "dtype": dtype, "cache": cache, "revision": revision,
+           **({"adapter": adapter} if adapter is not None else {}),
            "generated": folder.manifest, "injection": folder.injection}
     logger.info("traps detect: %d inserted and %d held-out traps scored by %d methods",
                 counts["inserted"], counts["held_out"], len(labels))
