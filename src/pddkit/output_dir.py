@@ -25,7 +25,8 @@ OUTPUT_NAMES = ("results.json", "scores.jsonl", "report.html", "report.md", "*.p
                 "probe-validated", "summary.json", "split.json",
                 "freq.npz", "reference-pool.jsonl", "train-documents.jsonl", "windows*.jsonl",
                 "evaluated-documents.jsonl", "tokenizer-texts.jsonl", "contamination-examples.jsonl",
-                "reference-model", "run", "window-*", "*=*")
+                "reference-model", "run", "window-*", "*=*", "run.yaml", "documents.jsonl",
+                "traps")
 
 
 def holds_results(path: Path) -> bool:
