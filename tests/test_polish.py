@@ -110,3 +110,41 @@ def test_api_base_with_the_hf_backend_is_one_sentence(tmp_path, capsys):
     with pytest.raises(PddkitError, match="`api_base` is the address of a served model"):
         RunConfig(model="m", api_base="http://127.0.0.1:9/v1").check()
     RunConfig(model="m", backend="openai", api_base="http://127.0.0.1:9/v1").check()
+
+
+# -- a sandbox folder given as a model ------------------------------------------------------
+
+
+def _sandbox_folder(root, tiny, runs=("run",)):
+    import shutil
+
+    root.mkdir()
+    (root / "summary.json").write_text("{}")
+    for run in runs:
+        shutil.copytree(tiny, root / run / "target-model")
+    shutil.copytree(tiny, root / "reference-model")
+    return root
+
+
+def test_a_sandbox_folder_given_as_model_says_where_its_target_model_is(tiny, tmp_path, capsys):
+    root = _sandbox_folder(tmp_path / "sb", tiny)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"the lazy dog {i}", "label": i % 2}
+                                              for i in range(4)])
+    code, _, err = run_cli(capsys, "run", "--model", root, "--data", data, "--methods", "loss",
+                           "--output", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1, err
+    assert (f"model {root} is a sandbox folder, not a model: its target model is "
+            f"{root / 'run' / 'target-model'}, and its reference model is "
+            f"{root / 'reference-model'}") in err, err
+    code, _, err = run_cli(capsys, "run", "--model", root / "run", "--data", data, "--output",
+                           tmp_path / "o")
+    assert code == 1 and f"its target model is {root / 'run' / 'target-model'}" in err, err
+
+
+def test_a_swept_sandbox_folder_names_each_target_model(tiny, tmp_path):
+    from pddkit.sandbox.folders import not_a_model
+
+    root = _sandbox_folder(tmp_path / "sb", tiny, runs=("repeats=1", "repeats=2"))
+    said = not_a_model(str(root))
+    assert f"target models are {root}/repeats=1/target-model, {root}/repeats=2/target-model" in said
+    assert not_a_model(tiny) is None and not_a_model(str(tmp_path)) is None

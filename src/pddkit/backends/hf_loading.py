@@ -141,10 +141,20 @@ def check_source(name: str, role: str, trust_remote_code: bool, revision: str | 
     if looks_local(name):
         if not Path(name).expanduser().exists():
             raise PddkitError(f"{role} path {name} does not exist")
+        _refuse_sandbox_folder(name, role)
         return local_files_only
     if not local_files_only:
         return _hub_files_needed(name, role, trust_remote_code, revision)
     return local_files_only
+
+
+def _refuse_sandbox_folder(name: str, role: str) -> None:
+    """A sandbox's output folder given as a model: one sentence saying where its models are."""
+    from pddkit.sandbox.folders import not_a_model
+
+    said = not_a_model(name, role)
+    if said:
+        raise PddkitError(said)
 
 
 def _source(name: str, trust_remote_code: bool, local_files_only: bool,
@@ -351,8 +361,11 @@ def attach_adapter(model, adapter: str, *, base: str, role: str = "model",
     if not _peft_installed():
         raise PddkitError(f"`{param}` needs peft: pip install 'pddkit[adapters]'")
     src = str(Path(adapter).expanduser()) if looks_local(adapter) else adapter
+    # offline for a hub id through adapter_kwargs (transformers 5 refuses load_adapter's own
+    # local_files_only); a local folder needs neither
+    offline = {"local_files_only": True} if local_files_only and not looks_local(adapter) else {}
     try:
-        info = model.load_adapter(src, adapter_name="default", local_files_only=local_files_only)
+        info = model.load_adapter(src, adapter_name="default", adapter_kwargs=offline or None)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise PddkitError(f"`{param}` {adapter} does not fit {role} {base}: {first}") from None
@@ -516,6 +529,7 @@ def load_tokenizer(name: str, *, trust_remote_code: bool = False, local_files_on
     adapter folder, the tokenizer its model encodes with (load_tokenizer_of)."""
     if looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"tokenizer path {name} does not exist")
+    _refuse_sandbox_folder(name, "model")
     try:
         base, adapter = resolve_adapter(name, None, hub=False)
         return load_tokenizer_of(base, adapter, trust_remote_code=trust_remote_code,
