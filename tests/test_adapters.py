@@ -299,7 +299,7 @@ def test_the_command_line_scores_an_adapter_as_the_merged_model(adapters, tmp_pa
     common = ["--data", data, "--methods", METHODS, "--device", "cpu", "--dtype", "float32",
               "--no-blind", "--no-report", "--bootstrap", "0"]
     runs = {"merged": ["--model", adapters.merged],
-            "adapter": ["--model", adapters.base, "--adapter", adapters.a],
+            "adapter": ["--model", adapters.base, "--adapter", adapters.a, "--local-files-only"],
             "folder": ["--model", adapters.a]}
     scores, models = {}, {}
     for name, args in runs.items():
@@ -347,3 +347,49 @@ def test_the_studies_take_an_adapter(adapters, tmp_path, capsys):
     saved = json.loads((tmp_path / "infer" / "results.json").read_text())
     assert saved["models"]["target"]["adapter"] == str(adapters.a)
     assert saved["test"]["p_value"] == pytest.approx(got.decision.test.p_value, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_the_fingerprint_covers_the_quantisation(adapters):
+    """Measured without a GPU: a model whose config records a bitsandbytes quantisation (as
+    from_pretrained leaves it) gets another key than the same model without, 8 and 4 bits
+    apart; the GPU path itself is not exercised here."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
+
+    from pddkit.cache.fingerprint import hf_fingerprint, quantization_digest
+
+    tok = AutoTokenizer.from_pretrained(adapters.base)
+    keys = []
+    for q in (None, BitsAndBytesConfig(load_in_8bit=True), BitsAndBytesConfig(load_in_4bit=True)):
+        model = AutoModelForCausalLM.from_pretrained(adapters.base)
+        if q is not None:
+            model.config.quantization_config = q
+        assert (quantization_digest(model) is None) == (q is None)
+        keys.append(hf_fingerprint(model, tok, start_id=0, dtype="float32"))
+    assert len(set(keys)) == 3
+
+
+def test_the_load_key_covers_the_quantisation_and_the_adapter(tmp_path):
+    """What the cache's memo remembers a model by, named without loading it (engine ray:
+    nothing loads here, and the GPU check is the actors')."""
+    from pddkit.backends.hf import HFBackend
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 1}))
+        (tmp_path / name / "adapter_model.safetensors").write_bytes(name.encode())
+
+    def key(**kw):
+        return HFBackend.load(str(tmp_path / "m"), engine="ray", **CPU, **kw).load_key()
+
+    keys = [key(), key(quantize="8bit"), key(quantize="4bit"), key(adapter=str(tmp_path / "a")),
+            key(adapter=str(tmp_path / "b"))]
+    assert None not in keys and len(set(keys)) == 5
+    # the adapter folder given as the model: its base and it, as with `adapter`
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "base_model_name_or_path": str(tmp_path / "m")}))
+    assert HFBackend.load(str(tmp_path / "c"), engine="ray", **CPU).load_key() == \
+        key(adapter=str(tmp_path / "c")) not in keys
