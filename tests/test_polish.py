@@ -148,3 +148,23 @@ def test_a_swept_sandbox_folder_names_each_target_model(tiny, tmp_path):
     said = not_a_model(str(root))
     assert f"target models are {root}/repeats=1/target-model, {root}/repeats=2/target-model" in said
     assert not_a_model(tiny) is None and not_a_model(str(tmp_path)) is None
+
+
+# -- --freq on a file that is not a table -----------------------------------------------------
+
+
+def test_freq_that_is_not_a_table_is_refused_before_the_model_loads(tmp_path, capsys):
+    import numpy as np
+
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": f"the lazy dog {i}", "label": i % 2}
+                                              for i in range(4)])
+    other = tmp_path / "other.npz"
+    np.savez(other, a=np.arange(3))
+    for freq, said in ((data, "is not a pddkit frequency table (an .npz file of token counts)"),
+                       (other, "is an .npz archive without counts and meta"),
+                       (tmp_path / "none.npz", "does not exist")):
+        # the model does not exist: an answer about --freq came before any model loaded
+        code, _, err = run_cli(capsys, "run", "--model", "/nonexistent/model", "--data", data,
+                               "--freq", freq, "--methods", "dcpdd", "--output", tmp_path / "o")
+        assert code == 1 and err.count("\n") == 1, err
+        assert f"--freq {freq} {said}" in err and "pickle" not in err, err

@@ -94,6 +94,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         _check_documents(dataset, config)  # no group, or a group with both labels
         if "classifier" in config.documents and config.freq:  # the classifier's normaliser
             plan = replace(plan, needs=plan.needs | {Need.FREQUENCY})
+    if Need.FREQUENCY in plan.needs:  # a file that is not a table: one sentence, no model loaded
+        from pddkit.resources.frequency import FrequencyTable
+
+        FrequencyTable.check_file(config.freq)
     if config.doc_features != "histogram" and "classifier" not in config.documents:
         line = ("`doc_features` chooses the document classifier's features; without the "
                 "classifier document level it changes nothing")

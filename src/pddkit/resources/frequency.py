@@ -76,17 +76,42 @@ class FrequencyTable:
             np.savez_compressed(fh, counts=self.counts, meta=np.array(json.dumps(self.meta())))
         return path
 
-    @classmethod
-    def load(cls, path: str | Path) -> FrequencyTable:
+    @staticmethod
+    def check_file(path: str | Path) -> Path:
+        """One sentence, before any model loads, for a `freq` path that does not exist or
+        is not a table `pddkit freq build` wrote (an .npz archive of `counts` and `meta`);
+        reads the archive's index only."""
+        import zipfile
+
         path = Path(path)
         if not path.is_file():
-            raise PddkitError(f"frequency table {path} does not exist")
+            raise PddkitError(f"`freq` {path} does not exist (a frequency table is expected)")
+        how = "build one from a corpus with `pddkit freq build`"
+        if not zipfile.is_zipfile(path):
+            raise PddkitError(f"`freq` {path} is not a pddkit frequency table (an .npz file of "
+                              f"token counts): {how}")
+        try:
+            with zipfile.ZipFile(path) as z:
+                names = set(z.namelist())
+        except (OSError, zipfile.BadZipFile):
+            names = set()
+        missing = [k for k in ("counts", "meta") if f"{k}.npy" not in names]
+        if missing:
+            raise PddkitError(f"`freq` {path} is an .npz archive without "
+                              f"{' and '.join(missing)}, so not a pddkit frequency table: {how}")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> FrequencyTable:
+        path = cls.check_file(path)
         try:
             with np.load(path, allow_pickle=False) as z:
                 counts = z["counts"].astype(np.int64)
                 meta = json.loads(str(z["meta"]))
-        except (OSError, ValueError, KeyError) as e:
-            raise PddkitError(f"{path} is not a pddkit frequency table ({e})") from None
+        except (OSError, ValueError, KeyError):
+            raise PddkitError(f"`freq` {path} is a damaged pddkit frequency table (its counts "
+                              "or its meta cannot be read): build it again with "
+                              "`pddkit freq build`") from None
         if counts.ndim != 1 or (counts < 0).any():
             raise PddkitError(f"{path} holds no valid count vector")
         return cls(counts, meta.get("tokenizer", "?"), meta.get("vocab_fingerprint", ""),
