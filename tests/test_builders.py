@@ -322,7 +322,8 @@ def test_patentmia_members_by_publication_date_nonmembers_by_priority_date(tmp_p
                                           r"\(priority_date 2022-11-01, before 2023-01-01\) and a "
                                           r"non-member \(publication_date 2023-04-01, after"):
         make("patentmia", inputs=docs, words=8, nonmember_after="2023-01-01", **swapped)
-    with pytest.raises(PddkitError, match=r"line 5 has no 'publication_date' nor 'priority_date'"):
+    with pytest.raises(PddkitError, match=r"line 5 is missing both date fields, 'publication_date' "
+                                          r"and 'priority_date'; its fields are 'text'"):
         make("patentmia", inputs=write_jsonl(tmp_path / "x.jsonl", [*rows[:4], {"text": "x"}]))
     with pytest.raises(PddkitError, match=r"no document is dated after 2025-01-01 by its "
                                           r"priority_date, so the cutoff leaves no non-members "

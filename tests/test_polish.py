@@ -168,3 +168,32 @@ def test_freq_that_is_not_a_table_is_refused_before_the_model_loads(tmp_path, ca
                                "--freq", freq, "--methods", "dcpdd", "--output", tmp_path / "o")
         assert code == 1 and err.count("\n") == 1, err
         assert f"--freq {freq} {said}" in err and "pickle" not in err, err
+
+
+# -- builders: a missing date or text field, and --date-field / --text-field ------------------
+
+
+def test_build_names_a_missing_date_field_and_takes_date_and_text_fields(tmp_path, capsys):
+    docs = write_jsonl(tmp_path / "docs.jsonl", [
+        {"body": "one two three four five six", "published": "2019-01-01"},
+        {"body": "seven eight nine ten eleven twelve", "published": "2024-01-01"}])
+    args = ["build", "cutoff", "--input", docs, "--member-before", "2021-01-01",
+            "--nonmember-after", "2022-01-01", "--words", "4"]
+    code, _, err = run_cli(capsys, *args, "--output", tmp_path / "a")
+    assert code == 1 and err.count("\n") == 1, err
+    assert ("docs.jsonl line 1 is missing the text field 'text' (or 'input'); its fields are "
+            "'body', 'published' (name the text field with --text-field)") in err, err
+    code, _, err = run_cli(capsys, *args, "--text-field", "body", "--output", tmp_path / "a")
+    assert code == 1 and ("line 1 is missing the date field 'date'; its fields are 'body', "
+                          "'published' (name the documents' date field with --date-field)") in err
+    code, out, err = run_cli(capsys, *args, "--text-field", "body", "--date-field", "published",
+                             "--output", tmp_path / "a")
+    assert code == 0, err
+    rows = [json.loads(x) for x in (tmp_path / "a" / "data.jsonl").read_text().splitlines()]
+    assert sorted(r["label"] for r in rows) == [0, 1]
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest["parameters"]["date_field"] == "published"
+    assert manifest["parameters"]["text_field"] == "body"
+    code, _, err = run_cli(capsys, "build", "patentmia", "--input", docs, "--text-field", "body",
+                           "--output", tmp_path / "b")
+    assert code == 1 and "missing both date fields, 'publication_date' and 'priority_date'" in err

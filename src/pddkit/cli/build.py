@@ -13,16 +13,18 @@ from pddkit.cli.app import cli
 @cli.command(short_help="Build a benchmark: labelled JSONL and a manifest.")
 @options.apply(options.BUILD_OPTIONS)
 def build(builder, members, nonmembers, inputs, words, member_before, nonmember_after,
-          member_date_field, nonmember_date_field, snippet, language, seed, output,
-          overwrite) -> None:
+          date_field, member_date_field, nonmember_date_field, text_field, snippet, language,
+          seed, output, overwrite) -> None:
     """Build benchmark BUILDER (see `pddkit list`) into OUTPUT/data.jsonl, with a
     manifest.json of its sources (sha256), parameters, seed and counts."""
     from pddkit.data.builders import build as run_builder
 
     given = {"members": members or None, "nonmembers": nonmembers or None,
              "inputs": inputs or None, "words": words, "member_before": member_before,
-             "nonmember_after": nonmember_after, "member_date_field": member_date_field,
-             "nonmember_date_field": nonmember_date_field, "snippet": snippet,
+             "nonmember_after": nonmember_after, "date_field": date_field,
+             "member_date_field": member_date_field,
+             "nonmember_date_field": nonmember_date_field, "text_field": text_field,
+             "snippet": snippet,
              "language": language, "seed": seed}
     out = run_builder(builder, output, overwrite=overwrite,
                       **{k: v for k, v in given.items() if v is not None})

@@ -409,12 +409,17 @@ BUILD_OPTIONS = [
         help="cutoff: members are dated before this ISO date [patentmia: 2023-01-01]."),
     click.option("--nonmember-after", default=None,
         help="cutoff: non-members are dated after this ISO date [patentmia: 2024-03-01]."),
+    click.option("--date-field", default=None,
+        help="cutoff: the documents' date field, compared with both dates [default: date; "
+        "patentmia: the two below]."),
     click.option("--member-date-field", default=None,
-        help="cutoff: the documents' date field compared with --member-before "
-        "[default: date; patentmia: publication_date]."),
+        help="cutoff: the date field compared with --member-before [default: --date-field; "
+        "patentmia: publication_date]."),
     click.option("--nonmember-date-field", default=None,
-        help="cutoff: the documents' date field compared with --nonmember-after "
-        "[default: date; patentmia: priority_date]."),
+        help="cutoff: the date field compared with --nonmember-after [default: --date-field; "
+        "patentmia: priority_date]."),
+    click.option("--text-field", default=None,
+        help="cutoff: the documents' text field [default: text, else input]."),
     click.option("--snippet", default=None, type=click.Choice(["random", "first"]),
         help="cutoff: a seeded random N-word snippet per document, or its first N words "
         "(WikiMIA) [default: random]."),

@@ -72,9 +72,10 @@ def _cutoff_date(value: object, name: str) -> date:
         raise PddkitError(f"`{name}` {value!r} is not an ISO date such as 2023-01-01") from None
 
 
-def read_documents(path: Path, member_field: str = "date",
-                   nonmember_field: str = "date") -> tuple[list[Document], bytes]:
-    """The dated documents of one JSONL file (and its bytes, for the manifest)."""
+def read_documents(path: Path, member_field: str = "date", nonmember_field: str = "date",
+                   text_field: str | None = None) -> tuple[list[Document], bytes]:
+    """The dated documents of one JSONL file (and its bytes, for the manifest); the text is
+    `text_field` (None: `text`, else `input`)."""
     if not path.is_file():
         raise PddkitError(f"input file {path} does not exist")
     raw = path.read_bytes()
@@ -85,15 +86,33 @@ def read_documents(path: Path, member_field: str = "date",
         where = f"{path} line {number}"
         if isinstance(row, BadRow):
             raise PddkitError(f"{where} {row}")
-        text = row.get("text", row.get("input")) if isinstance(row, dict) else None
+        if not isinstance(row, dict):
+            raise PddkitError(f"{where} is a JSON {type(row).__name__}, not an object with a "
+                              "text and a date")
+        key = text_field or next((k for k in ("text", "input") if k in row), "text")
+        text = row.get(key)
         if not isinstance(text, str) or not text.strip():
-            raise PddkitError(f"{where} has no 'text' string")
+            named = f"'{text_field}'" if text_field else "'text' (or 'input')"
+            raise PddkitError(f"{where} " + (f"has an empty or non-string {named} field"
+                                             if key in row else f"is missing the text field "
+                                             f"{named}; its fields are {_fields(row)} (name the "
+                                             "text field with `text_field`)"))
         days = {f: _row_date(row, f, where) for f in dict.fromkeys((member_field, nonmember_field))}
         if all(d is None for d in days.values()):
-            raise PddkitError(f"{where} has no {' nor '.join(map(repr, days))} date")
+            names = " and ".join(map(repr, days))
+            which = "the date field" if len(days) == 1 else "both date fields,"
+            raise PddkitError(f"{where} is missing {which} {names}; its fields are "
+                              f"{_fields(row)} (name the documents' date field with "
+                              "`date_field`)")
         doc_id = str(row["id"]) if row.get("id") is not None else f"{path.stem}:{number}"
         docs.append(Document(doc_id, text, days[member_field], days[nonmember_field], where))
     return docs, raw
+
+
+def _fields(row: dict) -> str:
+    """A row's field names, for an error: 'text', 'published' (the first 8)."""
+    names = list(row)
+    return ", ".join(map(repr, names[:8])) + (", ..." if len(names) > 8 else "") or "none"
 
 
 def _row_date(row: dict, name: str, where: str) -> date | None:
@@ -149,9 +168,23 @@ def _snippets(docs: list[Document], n: int, mode: str, language: str,
                   "dated JSONL documents split at a date; N-word snippets; subset = length")
 def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after: object = None,
            words: object = (32, 64, 128, 256), snippet: str = "random", language: str = "en",
-           seed: int = 0, member_date_field: str = "date",
-           nonmember_date_field: str = "date") -> Built:
-    """Balanced member / non-member snippets per length; see the module docstring."""
+           seed: int = 0, date_field: str | None = None, member_date_field: str | None = None,
+           nonmember_date_field: str | None = None, text_field: str | None = None) -> Built:
+    """Balanced member / non-member snippets per length; see the module docstring.
+    `date_field` names the date of both sides (default `date`); `member_date_field` /
+    `nonmember_date_field` name one side's; `text_field` the text (default `text`, else
+    `input`)."""
+    return _cutoff(inputs, member_before, nonmember_after, words, snippet, language, seed,
+                   date_field, member_date_field, nonmember_date_field, text_field,
+                   ("date", "date"))
+
+
+def _cutoff(inputs: object, member_before: object, nonmember_after: object, words: object,
+            snippet: str, language: str, seed: int, date_field: str | None,
+            member_date_field: str | None, nonmember_date_field: str | None,
+            text_field: str | None, default_fields: tuple[str, str]) -> Built:
+    """cutoff and patentmia: the date fields not given are `date_field`, else
+    `default_fields` (member side, non-member side)."""
     files = paths(inputs)
     if not files:
         raise PddkitError("the cutoff needs `inputs` (JSONL files with text and date)")
@@ -165,12 +198,15 @@ def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after
     lengths = word_counts(words)
     docs: list[Document] = []
     sources = []
-    for name, value in (("member_date_field", member_date_field),
-                        ("nonmember_date_field", nonmember_date_field)):
-        if not isinstance(value, str) or not value.strip():
+    for name, value in (("date_field", date_field), ("member_date_field", member_date_field),
+                        ("nonmember_date_field", nonmember_date_field),
+                        ("text_field", text_field)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
             raise PddkitError(f"`{name}` must name a field of the documents, not {value!r}")
+    member_date_field = member_date_field or date_field or default_fields[0]
+    nonmember_date_field = nonmember_date_field or date_field or default_fields[1]
     for f in files:
-        read, raw = read_documents(f, member_date_field, nonmember_date_field)
+        read, raw = read_documents(f, member_date_field, nonmember_date_field, text_field)
         docs += read
         sources.append(source(f, "documents", raw))
     seen: dict[str, str] = {}
@@ -217,11 +253,11 @@ def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after
 def patentmia(*, inputs: object = (), member_before: object = "2023-01-01",
               nonmember_after: object = "2024-03-01", words: object = (512,),
               snippet: str = "random", language: str = "zh", seed: int = 0,
-              member_date_field: str = "publication_date",
-              nonmember_date_field: str = "priority_date") -> Built:
+              date_field: str | None = None, member_date_field: str | None = None,
+              nonmember_date_field: str | None = None, text_field: str | None = None) -> Built:
     """The cutoff builder with the PatentMIA paper's settings as defaults: members by
-    publication date, non-members by priority date (the paper's section 3)."""
-    return cutoff(inputs=inputs, member_before=member_before, nonmember_after=nonmember_after,
-                  words=words, snippet=snippet, language=language, seed=seed,
-                  member_date_field=member_date_field,
-                  nonmember_date_field=nonmember_date_field)
+    publication date, non-members by priority date (the paper's section 3); `date_field`
+    replaces both."""
+    return _cutoff(inputs, member_before, nonmember_after, words, snippet, language, seed,
+                   date_field, member_date_field, nonmember_date_field, text_field,
+                   ("publication_date", "priority_date"))
