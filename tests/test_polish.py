@@ -197,3 +197,31 @@ def test_build_names_a_missing_date_field_and_takes_date_and_text_fields(tmp_pat
     code, _, err = run_cli(capsys, "build", "patentmia", "--input", docs, "--text-field", "body",
                            "--output", tmp_path / "b")
     assert code == 1 and "missing both date fields, 'publication_date' and 'priority_date'" in err
+
+
+# -- the openai backend with the server down ---------------------------------------------------
+
+
+def test_a_server_that_is_down_gives_a_retry_line_every_few_seconds_at_most(caplog):
+    """8 requests in flight, each retrying 3 times: one warning line (the others at debug
+    level, counted in the next line), not one per attempt."""
+    import logging
+    import random
+    import socket
+
+    from pddkit.backends.openai_client import SAY_EVERY, CompletionsClient, run_concurrently
+    from pddkit.errors import PddkitError
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = CompletionsClient(f"http://127.0.0.1:{port}/v1", "m", max_retries=3, backoff=0.01,
+                               timeout=2.0)
+    with caplog.at_level(logging.DEBUG, logger="pddkit"), \
+            pytest.raises(PddkitError, match="could not reach the server"):
+        run_concurrently(8, lambda i, stop: client.post({}, random.Random(i), stop), 8)
+    said = [r for r in caplog.records if "retrying" in r.getMessage()]
+    assert len(said) >= 8  # every retry is still logged (at debug level)
+    loud = [r for r in said if r.levelno >= logging.WARNING]
+    assert len(loud) == 1 and SAY_EVERY >= 3, [r.getMessage() for r in loud]
+    assert "(attempt 2 of 4)" in loud[0].getMessage()

@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +20,36 @@ from pddkit.errors import PddkitError
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF = 30.0  # seconds, the longest wait between two attempts
+SAY_EVERY = 5.0  # seconds: at most one retry line per server this often (the rest at debug level)
+
+
+class _RetryLines:
+    """The retry warnings of every request to one URL, thinned out: with the server down,
+    `api_concurrency` requests each retrying would otherwise print a line per attempt."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.last: dict[str, float] = {}
+        self.quiet: dict[str, int] = {}
+
+    def say(self, where: str, line: str, attempt: str) -> None:
+        """`line (attempt)`, or `line (attempt; N more retries since the last line)`."""
+        now = time.monotonic()
+        with self.lock:
+            if where in self.last and now - self.last[where] < SAY_EVERY:
+                self.quiet[where] = self.quiet.get(where, 0) + 1
+                quiet = None
+            else:
+                self.last[where] = now
+                quiet = self.quiet.pop(where, 0)
+        if quiet is None:
+            logger.debug("%s (%s)", line, attempt)
+        else:
+            logger.warning("%s (%s%s)", line, attempt,
+                           f"; {quiet} more retries since the last line" if quiet else "")
+
+
+_RETRY_LINES = _RetryLines()
 
 
 class StoppedError(Exception):
@@ -158,8 +189,8 @@ class CompletionsClient:
                     delay = max(delay, min(retry_after, MAX_BACKOFF))
                 if stop.is_set():
                     raise StoppedError
-                logger.warning("%s: %s; retrying in %.2f s (attempt %d of %d)", where,
-                               self._say(failure), delay, attempt + 2, attempts)
+                _RETRY_LINES.say(where, f"{where}: {self._say(failure)}; retrying in {delay:.2f} s",
+                                 f"attempt {attempt + 2} of {attempts}")
                 if stop.wait(delay):  # woken early: another request failed for good
                     raise StoppedError
         raise last
