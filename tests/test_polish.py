@@ -225,3 +225,29 @@ def test_a_server_that_is_down_gives_a_retry_line_every_few_seconds_at_most(capl
     loud = [r for r in said if r.levelno >= logging.WARNING]
     assert len(loud) == 1 and SAY_EVERY >= 3, [r.getMessage() for r in loud]
     assert "(attempt 2 of 4)" in loud[0].getMessage()
+
+
+# -- the Python API reads labels as the command line does ---------------------------------------
+
+
+def test_the_api_reads_labels_as_the_cli_and_refuses_yes_in_one_sentence(tmp_path, capsys):
+    import numpy as np
+
+    from pddkit import evaluate
+    from pddkit.api import _dataset
+    from pddkit.errors import PddkitError
+
+    texts = [f"the lazy dog {i}" for i in range(4)]
+    got = _dataset(texts, ["member", "nonmember", True, np.int64(0)], None, None)
+    assert [s.label for s in got.samples] == [1, 0, 1, 0]
+    said = ("has label 'yes'; labels must be 0 (non-member) or 1 (member), or the strings "
+            "member/nonmember, true/false")
+    with pytest.raises(PddkitError) as err:
+        evaluate(texts, ["yes", "no", "yes", "no"], model="/nonexistent/model")
+    assert str(err.value) == f"text 0 {said}"
+    with pytest.raises(PddkitError, match="text 1 has label 0.5; labels must be 0"):
+        evaluate(texts, [1, 0.5, 0, 1], model="/nonexistent/model")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": "yes"} for t in texts])
+    code, _, err = run_cli(capsys, "run", "--model", "/nonexistent/model", "--data", data,
+                           "--output", tmp_path / "o")
+    assert code == 1 and f"line 1 {said}" in err, err  # the same words

@@ -34,9 +34,7 @@ def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[s
         name = f"text {i}" if ids is None else f"text {i} (id {ids[i]})"
         if not isinstance(t, str) or not t.strip():
             raise PddkitError(f"{name} is empty, whitespace only or not a string")
-        lab = None if labels is None else int(labels[i])
-        if lab not in (None, 0, 1):
-            raise PddkitError(f"{name} has label {labels[i]!r}; labels must be 0 or 1")
+        lab = None if labels is None else _label(labels[i], name)
         samples.append(Sample(id=str(i) if ids is None else str(ids[i]), text=t, label=lab,
                               source=name, group=None if groups is None else groups[i],
                               subset=None if subsets is None else subsets[i]))
@@ -44,6 +42,17 @@ def _dataset(texts: Sequence[str], labels: Sequence[int] | None, ids: Sequence[s
 
     samples, _ = without_contradictions(samples, "texts", "error")  # one text, both labels: refused
     return make_dataset("texts", samples, [], meta={} if language is None else {"language": language})
+
+
+def _label(value, name: str) -> int:
+    """0 or 1 as the command line reads a label column (0/1, True/False, and the strings
+    "member"/"nonmember", "true"/"false"); anything else, "yes" included, one sentence."""
+    from pddkit.data.records import BadRow, parse_label
+
+    try:
+        return parse_label(value.item() if isinstance(value, np.generic) else value)
+    except BadRow as e:
+        raise PddkitError(f"{name} {e}") from None
 
 
 def _model(model, tokenizer, role: str):
