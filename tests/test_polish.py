@@ -186,8 +186,8 @@ def test_build_names_a_missing_date_field_and_takes_date_and_text_fields(tmp_pat
     code, _, err = run_cli(capsys, *args, "--text-field", "body", "--output", tmp_path / "a")
     assert code == 1 and ("line 1 is missing the date field 'date'; its fields are 'body', "
                           "'published' (name the documents' date field with --date-field)") in err
-    code, out, err = run_cli(capsys, *args, "--text-field", "body", "--date-field", "published",
-                             "--output", tmp_path / "a")
+    code, _, err = run_cli(capsys, *args, "--text-field", "body", "--date-field", "published",
+                           "--output", tmp_path / "a")
     assert code == 0, err
     rows = [json.loads(x) for x in (tmp_path / "a" / "data.jsonl").read_text().splitlines()]
     assert sorted(r["label"] for r in rows) == [0, 1]
@@ -245,9 +245,33 @@ def test_the_api_reads_labels_as_the_cli_and_refuses_yes_in_one_sentence(tmp_pat
     with pytest.raises(PddkitError) as err:
         evaluate(texts, ["yes", "no", "yes", "no"], model="/nonexistent/model")
     assert str(err.value) == f"text 0 {said}"
-    with pytest.raises(PddkitError, match="text 1 has label 0.5; labels must be 0"):
+    with pytest.raises(PddkitError, match=r"text 1 has label 0\.5; labels must be 0"):
         evaluate(texts, [1, 0.5, 0, 1], model="/nonexistent/model")
     data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": "yes"} for t in texts])
     code, _, err = run_cli(capsys, "run", "--model", "/nonexistent/model", "--data", data,
                            "--output", tmp_path / "o")
     assert code == 1 and f"line 1 {said}" in err, err  # the same words
+
+
+# -- "at at" in the JSONL error ---------------------------------------------------------------
+
+
+def test_a_json_error_says_where_once(tmp_path, capsys):
+    from pddkit.errors import PddkitError
+    from pddkit.reporting.report import load_results
+
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"text": "a b", "label": 1}\n{"text": "tab\there", "label": 0}\n'
+                    '{"text": "c d" "label": 0}\n')
+    code, _, err = run_cli(capsys, "run", "--model", "/nonexistent/model", "--data", data,
+                           "--output", tmp_path / "o")
+    assert code == 1 and "line 2 is not valid JSON (Invalid control character at column 14)" \
+        in err, err
+    assert "at at" not in err
+    out = tmp_path / "results"
+    out.mkdir()
+    (out / "results.json").write_text('{"a": "unterminated')
+    (out / "scores.jsonl").write_text("")
+    with pytest.raises(PddkitError) as e:
+        load_results(out)
+    assert "(Unterminated string starting at line 1)" in str(e.value) and "at at" not in str(e.value)

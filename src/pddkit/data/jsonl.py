@@ -31,6 +31,13 @@ def text_of_line(line: str) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def json_error(e: json.JSONDecodeError, at: str = "column") -> str:
+    """json's message and where: "Expecting ',' delimiter at column 16"; a message that
+    ends in "at" ("Invalid control character at") is not given a second one."""
+    where = f"{at} {e.colno if at == 'column' else e.lineno}"
+    return f"{e.msg} {where}" if e.msg.endswith(" at") else f"{e.msg} at {where}"
+
+
 def read_lines(path: Path, meta: dict | None = None):
     """(line number, decoded JSON value or BadRow) per non-blank line; blank lines are
     counted in `meta["blank_lines"]` when `meta` is given."""
@@ -48,7 +55,7 @@ def read_lines(path: Path, meta: dict | None = None):
             try:
                 yield line_no, json.loads(line)
             except json.JSONDecodeError as e:
-                yield line_no, BadRow(f"is not valid JSON ({e.msg} at column {e.colno})")
+                yield line_no, BadRow(f"is not valid JSON ({json_error(e)})")
 
 
 def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = None,

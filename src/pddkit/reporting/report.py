@@ -29,7 +29,9 @@ def load_results(out_dir: str | Path) -> tuple[dict, list[dict]]:
         results = json.loads(res_path.read_text())
         rows = [json.loads(line) for line in scores_path.read_text().splitlines() if line.strip()]
     except json.JSONDecodeError as e:
-        raise PddkitError(f"{out}: cannot read the results ({e.msg} at line {e.lineno})") from None
+        from pddkit.data.jsonl import json_error
+
+        raise PddkitError(f"{out}: cannot read the results ({json_error(e, 'line')})") from None
     return results, rows
 
 
