@@ -228,3 +228,9 @@ def test_unlabelled_split_words_previews_the_texts_scored(tmp_path, capsys):
     assert "scored 3 texts cut from 1 documents" in out and "1 documents shorter than one text" in out
     assert "long@0" in out and "the quick brown fox jumps over the lazy dog" in out
     assert "1 documents scored" in out
+
+
+def test_sandbox_documents_checked_before_anything_is_trained(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "sandbox", "--documents", "median", "--output", tmp_path / "sb")
+    assert code == 1 and "--documents must name some of mean, share, classifier" in err, err
+    assert not (tmp_path / "sb" / "reference-model").exists()

@@ -154,6 +154,13 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         if low < 1:
             raise PddkitError(f"`contamination_repeats` must be at least 1, not {low}")
     traps.check_options(cfg)
+    if cfg.documents:  # before anything is trained
+        from pddkit.evaluation.document_level import check_aggregations
+
+        check_aggregations(cfg.documents)
+        if swept:
+            logger.warning("`documents` with a `sweep`: each run's results.json and report have "
+                           "the document level; the summary's tables show the text level only")
     device = pick_device(cfg.device)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
