@@ -275,3 +275,37 @@ def test_a_json_error_says_where_once(tmp_path, capsys):
     with pytest.raises(PddkitError) as e:
         load_results(out)
     assert "(Unterminated string starting at line 1)" in str(e.value) and "at at" not in str(e.value)
+
+
+# -- audit: lengths, book names, the terminal table -------------------------------------------
+
+
+def test_audit_warns_on_lengths_cleans_book_names_and_fits_100_columns(tiny, tmp_path, capsys):
+    import random
+
+    rng = random.Random(0)
+    books = tmp_path / "books"
+    books.mkdir()
+    long_name = "a-very-long-book-name-that-goes-on-and-on-for-many-characters-volume-one"
+    for name in ("short", long_name, "esc\x1b[31mred\x1b[0m\x07"):
+        (books / f"{name}.txt").write_text(" ".join(rng.choice(WORDS) for _ in range(300)))
+    val = write_jsonl(tmp_path / "val.jsonl", [
+        {"text": " ".join(rng.choice(WORDS) for _ in range(8)), "label": i % 2}
+        for i in range(40)])
+    out = tmp_path / "audit"
+    code, stdout, err = run_cli(capsys, "audit", "--model", tiny, "--books", books,
+                                "--val-data", val, "--words", 50, "--snippets", 4,
+                                "--device", "cpu", "--output", out)
+    assert code == 0, err
+    said = ("the validation texts are 8 words long (median) and the snippets 50: scores such as "
+            "Min-K% Prob change with a text's length")
+    assert said in stdout and "set --words to their length" in stdout
+    saved = json.loads((out / "results.json").read_text())
+    assert any(said in n for n in saved["notices"])
+    assert saved["counts"]["validation_median_words"] == 8
+    names = {b["book"] for b in saved["books"]}
+    assert names == {"short", long_name, "escred"}  # escapes and control characters removed
+    assert "\x1b" not in stdout and "\x07" not in stdout
+    table = stdout[stdout.index("Books ranked"):stdout.index(said)].splitlines()
+    assert len(table) >= 7 and all(len(line) <= 100 for line in table), table
+    assert any("…" in line and line.split()[1].startswith("a-very-long") for line in table)

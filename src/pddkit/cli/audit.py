@@ -21,8 +21,7 @@ def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, wor
     snippets above it, marked when improbable for a book the model never saw (against
     never-seen validation books' spread, Benjamini-Hochberg at --fdr)."""
     from pddkit import output_dir
-    from pddkit.reporting.audit_report import books_table
-    from pddkit.reporting.table import to_text
+    from pddkit.reporting.audit_report import terminal_books
     from pddkit.studies.audit import audit_books
 
     out = output_dir.prepare(output, overwrite)  # before any model loads
@@ -42,7 +41,7 @@ def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, wor
     click.echo(f"validation: {th.n_val} texts, {result.method} AUC {th.val_auc:.3f}; threshold "
                f"{th.threshold:.6g} ({th.rule}): TPR {100 * th.val_tpr:.1f}%, expected rate for a "
                f"never-seen book {100 * ref.mean:.1f}%{spread}")
-    click.echo("\n".join(to_text(books_table(saved, top=30))))
+    click.echo("\n".join(terminal_books(saved, top=30)))  # within 100 columns
     for notice in result.notices:
         click.echo(notice)
     click.echo(result.verdict)

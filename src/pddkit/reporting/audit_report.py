@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pddkit.errors import PddkitError
 from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
-from pddkit.reporting.table import Num, Table
+from pddkit.reporting.table import Num, Table, to_text
 
 
 def load_audit(out_dir: str | Path) -> dict:
@@ -67,6 +67,26 @@ def books_table(results: dict, top: int | None = None) -> Table:
               + (("p", "q") if tested else ()) + ("verdict",))
     return Table(header=header, rows=rows, title="Books ranked by contamination rate",
                  notes=notes, id="books", css_class="metrics")
+
+
+def terminal_books(results: dict, top: int | None = 30, width: int = 100) -> list[str]:
+    """books_table as `pddkit audit` prints it, within `width` columns: book names too long
+    for the room the other columns leave shortened in the middle ("…"), the notes wrapped."""
+    import textwrap
+    from dataclasses import replace
+
+    table = books_table(results, top=top)
+    bare = replace(table, rows=tuple((r[0], "", *r[2:]) for r in table.rows), notes=(), title="")
+    room = max(12, width - (max(map(len, to_text(bare))) - len(table.header[1])))
+
+    def short(name: str) -> str:
+        if len(name) <= room:
+            return name
+        head = (room - 1) // 2
+        return name[:head] + "…" + name[len(name) - (room - 1 - head):]
+
+    fitted = replace(table, rows=tuple((r[0], short(r[1]), *r[2:]) for r in table.rows), notes=())
+    return to_text(fitted) + [line for note in table.notes for line in textwrap.wrap(note, width)]
 
 
 def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import re
-import zlib
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -38,24 +36,16 @@ from pddkit.evaluation.thresholds import (
     wilson_interval,
 )
 from pddkit.studies import register_study
+from pddkit.studies.audit_books import (  # noqa: F401  (re-exported)
+    Book,
+    Snippet,
+    book_name,
+    cut_snippets,
+    load_books,
+)
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), copyrighted books"
-
-
-@dataclass(frozen=True)
-class Book:
-    name: str
-    text: str  # headers stripped
-    source: str
-
-
-@dataclass(frozen=True)
-class Snippet:
-    book: str
-    index: int
-    start_word: int
-    text: str
 
 
 @dataclass(frozen=True)
@@ -135,62 +125,6 @@ class AuditResult:
 
             write_audit_report(out)
         return out
-
-
-def load_books(books: str | Path) -> list[Book]:
-    """A folder of .txt books (searched recursively; name = path without .txt), one .txt
-    file, or a JSONL file with `book` and `text` (rows of one book joined in order)."""
-    path = Path(books)
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*.txt") if p.is_file())
-        if not files:
-            raise PddkitError(f"`books` folder {path} holds no .txt files")
-        return [Book(f.relative_to(path).with_suffix("").as_posix(), _strip(f.read_text(
-            encoding="utf-8", errors="replace")), str(f)) for f in files]
-    if not path.is_file():
-        raise PddkitError(f"`books` {path} does not exist")
-    if path.suffix.lower() == ".txt":
-        return [Book(path.stem, _strip(path.read_text(encoding="utf-8", errors="replace")),
-                     str(path))]
-    parts: dict[str, list[str]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PddkitError(f"{path} line {n} is not JSON ({e.msg})") from None
-        if (not isinstance(row, dict) or not isinstance(row.get("text"), str)
-                or not isinstance(row.get("book"), (str, int))):
-            raise PddkitError(f"{path} line {n} needs a 'book' name and a 'text' string")
-        parts.setdefault(str(row["book"]), []).append(row["text"])
-    if not parts:
-        raise PddkitError(f"`books` file {path} holds no books")
-    return [Book(name, _strip("\n\n".join(texts)), str(path)) for name, texts in parts.items()]
-
-
-def _strip(text: str) -> str:
-    from pddkit.sandbox.corpus import strip_gutenberg
-
-    return strip_gutenberg(text)
-
-
-def cut_snippets(book: Book, snippets: int, words: int, seed: int) -> list[Snippet]:
-    """Up to `snippets` non-overlapping `words`-word spans of `book` at seeded random
-    positions (uniform over all such placements), in book order; [] when it is shorter
-    than one span. The seed is mixed with the book's name: adding a book changes no
-    other book's snippets."""
-    spans = [m.span() for m in re.finditer(r"\S+", book.text)]
-    n = len(spans) // words
-    if n == 0:
-        return []
-    k = min(snippets, n)
-    rng = np.random.default_rng([seed, zlib.crc32(book.name.encode("utf-8"))])
-    slack = len(spans) - k * words
-    gaps = np.sort(rng.integers(0, slack + 1, size=k))  # sorted offsets -> no overlap
-    starts = [int(g) + i * words for i, g in enumerate(gaps)]
-    return [Snippet(book.name, i, s, book.text[spans[s][0]:spans[s + words - 1][1]])
-            for i, s in enumerate(starts)]
 
 
 def _validation(val_data, val_benchmark, data_dir, on_invalid):
@@ -327,6 +261,14 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     val = without_overlap(val, under_test, f"validation data {val.name}", on_invalid,
                           "the book snippets")
     require_both_classes(val.labels, f"validation data {val.name}")
+    val_words = int(np.median([len(s.text.split()) for s in val.samples]))
+    lengths_differ = None
+    if not 0.8 * words <= val_words <= 1.25 * words:  # the threshold is length-dependent
+        lengths_differ = (f"the validation texts are {val_words} words long (median) and the "
+                          f"snippets {words}: scores such as Min-K% Prob change with a text's "
+                          "length, so a threshold chosen on the validation texts may not fit "
+                          f"the snippets; give validation texts of about {words} words, or set "
+                          "`words` to their length")
     samples += [Sample(id=f"val:{i}", text=s.text, source=s.source or f"validation text {i}")
                 for i, s in enumerate(val.samples)]
     named_tokenizer = tokenizer if isinstance(tokenizer, str) else None  # the API backend's
@@ -352,7 +294,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     th, ref = judged.threshold, judged.reference
     rates, test = _rates(cut, lengths, judged), _test_summary(judged)
     short = sum(len(g) < snippets for g in cut)
-    notices = list(run.notices)
+    notices = list(run.notices) + ([lengths_differ] if lengths_differ else [])
     if not ref.spread_accounted:
         notices.append(f"between-book variation is not accounted for: {ref.reason}; a book is "
                        "tested against one pooled never-seen rate")
@@ -373,6 +315,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
                       or (k == "adapter" and v is not None)}}
     counts = {"books": len(lengths), "audited": len(cut), "skipped": len(skipped),
               "snippets": n, "books_with_fewer_snippets": short, "validation_texts": len(val.samples),
+              "validation_median_words": val_words,
               "validation_left_out": len(val.skipped), "truncated": run.counts.get("truncated", {})}
     return AuditResult(method=run.methods[0].label, threshold=th, reference=ref,
                        book_test=test, books=tuple(rates),
