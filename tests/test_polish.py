@@ -309,3 +309,27 @@ def test_audit_warns_on_lengths_cleans_book_names_and_fits_100_columns(tiny, tmp
     table = stdout[stdout.index("Books ranked"):stdout.index(said)].splitlines()
     assert len(table) >= 7 and all(len(line) <= 100 for line in table), table
     assert any("…" in line and line.split()[1].startswith("a-very-long") for line in table)
+
+
+# -- the sandbox says its ground-truth line once ----------------------------------------------
+
+
+def test_the_ground_truth_line_is_said_once(tmp_path, caplog):
+    """verify_sandbox no longer logs the line that `pddkit sandbox` prints in its summary."""
+    import logging
+
+    from test_ground_truth import _paired_corpus, _write_sandbox_files
+
+    from pddkit.reporting.sandbox_summary import ground_truth_line
+    from pddkit.sandbox import ground_truth
+    from pddkit.sandbox.split import split_documents
+
+    split = split_documents(_paired_corpus(13), 20, 20, 10, min_words=64, seed=0)
+    run, _ = _write_sandbox_files(tmp_path, split)
+    with caplog.at_level(logging.INFO, logger="pddkit"):
+        truth = ground_truth.verify_sandbox(tmp_path, [run], None, None)
+    assert truth["line"].startswith("ground truth verified")
+    assert not [r for r in caplog.records if r.levelno >= logging.INFO
+                and "ground truth verified" in r.getMessage()]
+    # `pddkit sandbox` prints it once, first in its summary
+    assert ground_truth_line({"ground_truth": truth}) == truth["line"]

@@ -266,7 +266,7 @@ def verify_sandbox(out: Path, run_dirs: list[Path], base_model: str | None,
                  "added is checked")
     elif tokenizer:
         line += "; the given tokenizer's training text is unknown and not checked"
-    logger.info("%s", line)
+    logger.debug("%s", line)  # the summary's first line (reporting.sandbox_summary) says it
     return {"line": line, "ngram_words": N, "runs": [asdict(k) for k in checks],
             "pretraining_data_unknown": bool(base_model),
             "tokenizer_texts_checked": not (tokenizer or base_model)}
