@@ -20,7 +20,13 @@ from sklearn.model_selection import StratifiedKFold
 from pddkit.engine.config import RunConfig
 from pddkit.errors import PddkitError
 from pddkit.evaluation.blind import BlindBaseline
-from pddkit.evaluation.blind_counts import FoldTfidf, char_wb_counts, column_totals, count_matrix
+from pddkit.evaluation.blind_counts import (
+    FoldTfidf,
+    char_wb_counts,
+    column_totals,
+    count_matrix,
+    word_counts,
+)
 from pddkit.evaluation.blind_features import STYLE_NAMES, date_features, style_features
 from pddkit.evaluation.blind_folds import stratified_sample
 from pddkit.evaluation.blind_neighbours import NeighbourGraph
@@ -46,8 +52,8 @@ def texts(n=300, seed=0):
     return out[:n] + ODD
 
 
-def test_char_ngrams_counted_with_numpy_equal_countvectorizer():
-    docs = texts(400)
+def test_words_and_char_ngrams_counted_with_numpy_equal_countvectorizer():
+    docs = texts(150)
     for lowercase in (False, True):
         ours = char_wb_counts(docs, (3, 5), lowercase, chunk_chars=5000)  # many chunks
         theirs = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=lowercase,
@@ -57,6 +63,18 @@ def test_char_ngrams_counted_with_numpy_equal_countvectorizer():
         np.testing.assert_array_equal(ours.indptr, theirs.indptr)
         np.testing.assert_array_equal(ours.indices, theirs.indices)
         np.testing.assert_array_equal(ours.data, theirs.data)
+    for ngram_range, lowercase in (((1, 2), True), ((1, 3), True), ((2, 2), False)):
+        ours = word_counts(docs, ngram_range, lowercase, chunk_docs=50)  # many chunks
+        theirs = CountVectorizer(ngram_range=ngram_range, lowercase=lowercase,
+                                 dtype=np.float64).fit_transform(docs).tocsr()
+        theirs.sort_indices()
+        assert ours.shape == theirs.shape and ours.has_sorted_indices
+        np.testing.assert_array_equal(ours.indptr, theirs.indptr)
+        np.testing.assert_array_equal(ours.indices, theirs.indices)
+        np.testing.assert_array_equal(ours.data, theirs.data)
+    assert word_counts(["", "a b"], (1, 2), True) is None  # no word: the vectorizer says so
+    with pytest.raises(ValueError, match="empty vocabulary"):
+        count_matrix(["", "a b"], "word", (1, 2), True)
     assert char_wb_counts(docs, (2, 4), False) is None  # two-character n-grams: the vectorizer
     many = ["".join(chr(0x4E00 + 9 * i + j) for j in range(9)) for i in range(900)]
     assert char_wb_counts(many, (3, 5), False) is None  # 8,100 characters: too many to pack

@@ -333,3 +333,21 @@ def test_the_ground_truth_line_is_said_once(tmp_path, caplog):
                 and "ground truth verified" in r.getMessage()]
     # `pddkit sandbox` prints it once, first in its summary
     assert ground_truth_line({"ground_truth": truth}) == truth["line"]
+
+
+# -- blind --help says what blind does ----------------------------------------------------------
+
+
+def test_blind_help_describes_only_the_blind_baseline(capsys):
+    code, help_text, _ = run_cli(capsys, "blind", "--help")
+    assert code == 0
+    flat = " ".join(help_text.split())
+    assert "methods" not in flat and "--language" not in flat  # nothing blind does not do
+    assert "its texts stay in one cross-validation fold" in flat
+    assert "the baseline is also fitted within each part" in flat
+    assert "Seed of the cross-validation folds and the bootstrap" in flat
+    assert "tells them apart from the texts alone" in flat
+    code, run_help, _ = run_cli(capsys, "run", "--help")
+    flat = " ".join(run_help.split())
+    assert "methods meaningless for it are skipped" in flat  # run's own words stay
+    assert "kept on one side of every split" in flat

@@ -27,7 +27,13 @@ MODEL_OPTIONS = [
 ]
 
 
-DATA_OPTIONS = [
+def data_options(group: str = "kept on one side of every split",
+                 subset: str = "reported on its own",
+                 language: str | None = "methods meaningless for it are skipped") -> list:
+    """The data flags of `run` and `blind`; `group`, `subset`, `language`: what the command
+    does with that column (each command's --help says only what it does; `language=None`:
+    no --language)."""
+    found = [
     click.option("--data", type=click.Path(), default=None,
         help="Texts: JSONL, CSV, TSV, Parquet, a datasets save_to_disk folder, or a hub id."),
     click.option("--benchmark", default=None, help="Benchmark NAME[:k=v,...], e.g. wikimia:length=64."),
@@ -38,14 +44,19 @@ DATA_OPTIONS = [
         help="Column of the labels: 1/0, true/false or member/nonmember."),
     click.option("--id-field", default="id", show_default=True, help="Column of the text ids."),
     click.option("--group-field", default="group", show_default=True,
-        help="Column naming the document a text was cut from (kept on one side of every split)."),
+        help=f"Column naming the document a text was cut from ({group})."),
     click.option("--subset-field", default="subset", show_default=True,
-        help="Column of a part reported on its own (domain, field, length, position)."),
+        help=f"Column of a part (domain, field, length, position), {subset}."),
     click.option("--data-split", default=None,
         help="Split of a hub id or datasets folder [default: its only split, else train]."),
-    click.option("--language", default=None,
-        help="Language of the texts (en, zh, ...): methods meaningless for it are skipped."),
-]
+    ]
+    if language is not None:
+        found.append(click.option("--language", default=None,
+                                  help=f"Language of the texts (en, zh, ...): {language}."))
+    return found
+
+
+DATA_OPTIONS = data_options()
 
 
 def data_source(data, benchmark, data_dir, text_field, label_field, id_field, group_field,
@@ -240,11 +251,13 @@ SANDBOX_OPTIONS = [
 
 
 BLIND_OPTIONS = [
-    *DATA_OPTIONS,
+    *data_options(group="its texts stay in one cross-validation fold",
+                  subset="where the baseline is also fitted within each part", language=None),
     click.option("--on-invalid", default="error", show_default=True,
         type=click.Choice(["error", "skip"]),
-        help="A bad input line stops the run, or is left out and counted."),
-    click.option("--seed", default=0, show_default=True, type=int),
+        help="A bad input line stops the check, or is left out and counted."),
+    click.option("--seed", default=0, show_default=True, type=int,
+        help="Seed of the cross-validation folds and the bootstrap."),
     click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
         help="Bootstrap resamples for the confidence intervals."),
     click.option("--blind-max-texts", type=int, default=None,

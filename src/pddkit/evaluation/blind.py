@@ -36,10 +36,14 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from scipy import sparse
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.blind_counts import FoldTfidf, column_totals, count_matrix
+from pddkit.evaluation.blind_counts import (
+    FoldTfidf,
+    column_totals,
+    count_matrix,
+    stacked_transform,
+)
 from pddkit.evaluation.blind_features import date_matrix, style_features
 from pddkit.evaluation.blind_folds import folds as _folds
 from pddkit.evaluation.blind_folds import stratified_sample
@@ -113,8 +117,7 @@ class _TfidfLR:
         f = self.f
         a = FoldTfidf(f.max_features).fit(f.word12, train, f.totals("word12"))
         b = FoldTfidf(f.max_features).fit(f.char35, train, f.totals("char35"))
-        return lambda rows: sparse.hstack([a.transform(f.word12, rows),
-                                           b.transform(f.char35, rows)], format="csr")
+        return lambda rows: stacked_transform([(a, f.word12), (b, f.char35)], rows)
 
     def fit_score(self, X, y, Xt, C: float) -> np.ndarray:
         return _liblinear_scores(X, y, Xt, C)
@@ -290,16 +293,19 @@ class BlindBaseline:
                                  ).fit(np.stack(Z, 1), ys)                  # Z: [n_sub, models]
         else:  # too few texts for inner folds: first grid values, mean of the raw scores
             chosen = {m.name: grid[0] for m, grid in models}
-        fitted = []
-        for m, _ in models:
-            make = m.prepare(train)
-            fitted.append((m, make, make(train), chosen[m.name]))
+        fitted = [(m, train, chosen[m.name]) for m, _ in models]
         return chosen, meta, fitted, yt
 
     @staticmethod
     def _score(part, rows: np.ndarray) -> np.ndarray:
+        """Member probabilities of `rows` from a part's base models, each fitted on the
+        part's training rows now (one model's matrices in memory at a time)."""
         _chosen, meta, fitted, yt = part
-        Z = np.stack([m.fit_score(X, yt, make(rows), v) for m, make, X, v in fitted], 1)
+        Z = []
+        for m, train, v in fitted:
+            make = m.prepare(train)
+            Z.append(m.fit_score(make(train), yt, make(rows), v))
+        Z = np.stack(Z, 1)                                                  # [n_rows, models]
         if meta is None:
             return 1.0 / (1.0 + np.exp(-Z.mean(axis=1)))
         return meta.predict_proba(Z)[:, 1]
@@ -332,10 +338,7 @@ class BlindBaseline:
         train = np.arange(n)
         self._search(feats, train)
         chosen, meta, _, yt = self.part_
-        fitted = []
-        for m, _grid in self._models(feats):
-            make = m.prepare(train)
-            fitted.append((m, make, make(train), chosen[m.name]))
+        fitted = [(m, train, chosen[m.name]) for m, _grid in self._models(feats)]
         return self._score((chosen, meta, fitted, yt), np.arange(n, n + len(texts)))
 
     def cross_val_scores(self, texts: Sequence[str], labels: Sequence[int],

@@ -16,7 +16,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 from scipy import sparse
@@ -27,22 +29,26 @@ CHUNK_CHARS = 2_000_000  # characters counted at once by char_wb_counts: memory 
 def count_matrix(texts: Sequence[str], analyzer: str, ngram_range: tuple[int, int],
                  lowercase: bool, dtype=np.float64) -> sparse.csr_matrix:
     """[n, V] raw term counts of all texts; labels never enter."""
+    texts = list(texts)
+    found = None
     if analyzer == "char_wb":
         found = char_wb_counts(texts, ngram_range, lowercase, dtype)
-        if found is not None:
-            return found
+    elif analyzer == "word":
+        found = word_counts(texts, ngram_range, lowercase, dtype)
+    if found is not None:
+        return found
     from sklearn.feature_extraction.text import CountVectorizer
 
     vec = CountVectorizer(analyzer=analyzer, ngram_range=ngram_range, lowercase=lowercase,
                           dtype=dtype)
-    return vec.fit_transform(list(texts)).tocsr()
+    return vec.fit_transform(texts).tocsr()
 
 
 def char_wb_counts(texts: Sequence[str], ngram_range: tuple[int, int], lowercase: bool,
                    dtype=np.float64, chunk_chars: int = CHUNK_CHARS) -> sparse.csr_matrix | None:
     """`CountVectorizer(analyzer="char_wb")` counts with numpy, or None where it cannot
-    (n-grams shorter than 3 characters, or an alphabet too large to pack `max n` of its
-    characters into 64 bits).
+    (n-grams shorter than 3 characters, an alphabet too large to pack `max n` of its
+    characters into 64 bits, or no n-gram at all: the vectorizer says so).
 
     Each word (whitespace-separated) is padded with one space on each side and its n-grams
     never cross it; joined with two spaces between words and texts, an n-gram window is
@@ -61,26 +67,23 @@ def char_wb_counts(texts: Sequence[str], ngram_range: tuple[int, int], lowercase
     lut = np.zeros(ord(alphabet[-1]) + 1, dtype=np.uint64)
     lut[[ord(c) for c in alphabet]] = np.arange(1, base, dtype=np.uint64)
     space = np.uint64(alphabet.index(" ") + 1)
-    parts, vocabs, start = [], [], 0
-    while start < len(docs) or not parts:
-        stop, size = start, 0
-        while stop < len(docs) and (size < chunk_chars or stop == start):
-            size += len(docs[stop]) + 2
-            stop += 1
-        part, vocab = _chunk_counts(docs[start:stop], lut, space, base, lo, hi, dtype)
-        parts.append(part)
-        vocabs.append(vocab)
-        start = stop
-    vocab = np.unique(np.concatenate(vocabs))                       # [V] sorted codes
-    for part, local in zip(parts, vocabs):
-        part.indices = np.searchsorted(vocab, local).astype(part.indices.dtype)[part.indices]
-        part._shape = (part.shape[0], len(vocab))
-    return sparse.vstack(parts, format="csr", dtype=dtype)
+
+    def chunks():
+        start = 0
+        while start < len(docs):
+            stop, size = start, 0
+            while stop < len(docs) and (size < chunk_chars or stop == start):
+                size += len(docs[stop]) + 2
+                stop += 1
+            yield _char_codes(docs[start:stop], lut, space, base, lo, hi)
+            start = stop
+
+    return _from_codes(chunks(), dtype)
 
 
-def _chunk_counts(docs: list[str], lut: np.ndarray, space: np.uint64, base: int, lo: int,
-                  hi: int, dtype) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """(counts [len(docs), V_local] with local columns, the V_local sorted codes)."""
+def _char_codes(docs: list[str], lut: np.ndarray, space: np.uint64, base: int, lo: int,
+                hi: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """(number of docs, packed n-gram codes, their docs) of one chunk of padded texts."""
     joined = "  ".join(docs)
     ids = lut[np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)]
     starts = np.cumsum([0] + [len(d) + 2 for d in docs[:-1]])        # [n_docs] offsets
@@ -97,14 +100,82 @@ def _chunk_counts(docs: list[str], lut: np.ndarray, space: np.uint64, base: int,
             code = code * B + ids[s + j]
         codes.append(code * B ** np.uint64(hi - n))
         rows.append(np.searchsorted(starts, s, side="right") - 1)
-    code = np.concatenate(codes) if codes else np.zeros(0, dtype=np.uint64)
-    row = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    vocab = np.unique(code)                                           # [V_local] sorted
-    col = np.searchsorted(vocab, code)
-    counts = sparse.csr_matrix((np.ones(len(code), dtype=dtype), (row, col)),
-                               shape=(len(docs), len(vocab)))
-    counts.sum_duplicates()
-    return counts, vocab
+    return len(docs), _cat(codes, np.uint64), _cat(rows, np.int64)
+
+
+TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")  # CountVectorizer's default token_pattern
+CHUNK_DOCS = 20000  # texts tokenised at once by word_counts
+
+
+def word_counts(texts: Sequence[str], ngram_range: tuple[int, int], lowercase: bool,
+                dtype=np.float64, chunk_docs: int = CHUNK_DOCS) -> sparse.csr_matrix | None:
+    """`CountVectorizer(analyzer="word")` counts (default token pattern, no stop words) with
+    numpy, or None where it cannot (too many distinct words to pack `max n` of them into 63
+    bits, or no word at all: the vectorizer says so).
+
+    Words get ids 1..U in sorted order; an n-gram is the integer sum_j id_j (U + 1)^(max_n
+    - 1 - j). Words are made of word characters, which all sort after the space that
+    joins them, so sorting these integers sorts the n-grams as strings (a prefix first),
+    CountVectorizer's column order. Two passes over the texts: the words, then the counts."""
+    lo, hi = ngram_range
+    if lo < 1 or hi < lo:
+        return None
+    texts = list(texts)
+
+    def tokens(part):
+        return [TOKEN_RE.findall(t.lower() if lowercase else t) for t in part]
+
+    words: set[str] = set()
+    for start in range(0, len(texts), chunk_docs):
+        words.update(chain.from_iterable(tokens(texts[start:start + chunk_docs])))
+    base = len(words) + 1
+    if base ** hi >= 2 ** 63:
+        return None
+    index = {w: i for i, w in enumerate(sorted(words), 1)}
+
+    def chunks():
+        for start in range(0, len(texts), chunk_docs):
+            toks = tokens(texts[start:start + chunk_docs])
+            lengths = np.fromiter(map(len, toks), dtype=np.int64, count=len(toks))
+            ids = np.fromiter(map(index.__getitem__, chain.from_iterable(toks)),
+                              dtype=np.int64, count=int(lengths.sum()))  # [tokens]
+            doc = np.repeat(np.arange(len(toks)), lengths)
+            end = np.cumsum(lengths)[doc]                  # [tokens] end of each one's text
+            codes, rows = [], []
+            for n in range(lo, hi + 1):
+                s = np.flatnonzero(np.arange(len(ids)) + n <= end)
+                code = ids[s].copy()
+                for j in range(1, n):
+                    code = code * base + ids[s + j]
+                codes.append(code * base ** (hi - n))
+                rows.append(doc[s])
+            yield len(toks), _cat(codes, np.int64), _cat(rows, np.int64)
+
+    return _from_codes(chunks(), dtype)
+
+
+def _cat(arrays: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=dtype)
+
+
+def _from_codes(chunks, dtype) -> sparse.csr_matrix | None:
+    """[n_docs, V] counts from (docs, codes, their docs) chunks: columns are the distinct
+    codes in sorted order; None when there is none."""
+    parts, vocabs = [], []
+    for docs, code, row in chunks:
+        vocab = np.unique(code)                                       # [V_local] sorted
+        part = sparse.csr_matrix((np.ones(len(code), dtype=dtype),
+                                  (row, np.searchsorted(vocab, code))), shape=(docs, len(vocab)))
+        part.sum_duplicates()
+        parts.append(part)
+        vocabs.append(vocab)
+    vocab = np.unique(np.concatenate(vocabs)) if vocabs else np.zeros(0)  # [V] sorted
+    if not len(vocab):
+        return None
+    parts = [sparse.csr_matrix((part.data, np.searchsorted(vocab, local)[part.indices],
+                                part.indptr), shape=(part.shape[0], len(vocab)))
+             for part, local in zip(parts, vocabs)]
+    return sparse.vstack(parts, format="csr", dtype=dtype)
 
 
 def column_totals(counts: sparse.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -154,16 +225,29 @@ class FoldTfidf:
         if self.max_features is not None and len(keep) > self.max_features:
             keep = np.sort(keep[np.argsort(-tf[keep], kind="stable")[: self.max_features]])
         self.columns_ = keep
-        self.lookup_ = np.full(counts.shape[1], -1, dtype=np.int64)  # column -> kept index
-        self.lookup_[keep] = np.arange(len(keep))
+        self.lookup_ = np.full(counts.shape[1], -1, dtype=np.int32)  # column -> kept index
+        self.lookup_[keep] = np.arange(len(keep), dtype=np.int32)
         self.idf_ = np.log((1.0 + n) / (1.0 + df[keep])) + 1.0 if self.use_idf else None
         return self
 
     def transform(self, counts: sparse.csr_matrix, rows: np.ndarray | None = None
                   ) -> sparse.csr_matrix:
-        from sklearn.preprocessing import normalize
+        return stacked_transform([(self, counts)], rows)
 
-        X = counts if rows is None else counts[rows]
+    def kept_per_row(self, counts: sparse.csr_matrix) -> np.ndarray:
+        """[n] how many of each row's terms the fold keeps."""
+        kept = self.lookup_[counts.indices] >= 0
+        starts, filled = counts.indptr[:-1], np.diff(counts.indptr) > 0
+        out = np.zeros(counts.shape[0], dtype=np.int64)
+        if kept.size:
+            out[filled] = np.add.reduceat(kept, starts[filled], dtype=np.int64)
+        return out
+
+    def chunk_arrays(self, X: sparse.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(data, kept column, indptr) of rows `X` of the counts: sublinear tf x IDF of the
+        kept terms, each row l2-normalised."""
+        from sklearn.utils.sparsefuncs_fast import inplace_csr_row_normalize_l2
+
         new = self.lookup_[X.indices]
         kept = new >= 0
         indptr = np.concatenate([[0], np.cumsum(kept)])[X.indptr]
@@ -171,9 +255,37 @@ class FoldTfidf:
         if self.binary:
             data[:] = 1.0
         elif self.sublinear_tf:
-            data = 1.0 + np.log(data)
+            np.log(data, out=data)
+            data += 1.0
+        cols = new[kept]
         if self.idf_ is not None:
-            data *= self.idf_[new[kept]]
-        out = sparse.csr_matrix((data, new[kept].astype(np.int32), indptr),
-                                shape=(X.shape[0], len(self.columns_)))
-        return normalize(out, norm="l2", copy=False)
+            data *= self.idf_[cols]
+        inplace_csr_row_normalize_l2(sparse.csr_matrix((data, cols, indptr),
+                                                       shape=(X.shape[0], len(self.columns_))))
+        return data, cols, indptr
+
+
+def stacked_transform(blocks: list[tuple[FoldTfidf, sparse.csr_matrix]],
+                      rows: np.ndarray | None = None, chunk: int = 8192) -> sparse.csr_matrix:
+    """[len(rows), sum of kept columns] each (fitted FoldTfidf, counts) block's transform of
+    `counts[rows]`, side by side (each block l2-normalised on its own, as an hstack of the
+    blocks' transforms). The result is allocated once and filled `chunk` rows at a time,
+    so the memory beyond it is one chunk's."""
+    n_all = blocks[0][1].shape[0]
+    rows = np.arange(n_all) if rows is None else np.asarray(rows)
+    kept = [t.kept_per_row(counts)[rows] for t, counts in blocks]     # [len(rows)] each
+    indptr = np.concatenate([[0], np.cumsum(np.sum(kept, axis=0))])   # [len(rows) + 1]
+    data = np.empty(indptr[-1], dtype=np.float64)
+    indices = np.empty(indptr[-1], dtype=np.int32)
+    first_col = np.cumsum([0] + [len(t.columns_) for t, _ in blocks])
+    for lo in range(0, len(rows), chunk):
+        r = rows[lo:lo + chunk]
+        slot = indptr[lo:lo + len(r)].copy()                          # next free slot per row
+        for (t, counts), col0 in zip(blocks, first_col):
+            d, c, ip = t.chunk_arrays(counts[r])
+            counts_per_row = np.diff(ip)
+            row = np.repeat(np.arange(len(r)), counts_per_row)
+            pos = slot[row] + np.arange(len(d)) - ip[row]
+            data[pos], indices[pos] = d, c + col0
+            slot += counts_per_row
+    return sparse.csr_matrix((data, indices, indptr), shape=(len(rows), int(first_col[-1])))

@@ -60,7 +60,7 @@ class NeighbourGraph:
         P.eliminate_zeros()
         PT = P[pool].T.tocsr()                                       # [V, n_pool]
         C = self.candidates
-        self.index_ = np.full((n, C), -1, dtype=np.int64)
+        self.index_ = np.full((n, C), -1, dtype=np.int32)
         self.sim_ = np.zeros((n, C), dtype=np.float32)
         for lo in range(0, n, self.chunk):
             S = (P[lo:lo + self.chunk] @ PT).tocsr()                 # [chunk, n_pool]
