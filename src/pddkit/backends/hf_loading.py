@@ -187,8 +187,11 @@ def load_model(
 
     check_quantize(quantize, device)  # one sentence before anything loads
     given = name
+    # an unreachable hub: adapter configs are looked up in the cache only (no retries)
+    lookup_offline = local_files_only or (
+        any(n is not None and not looks_local(n) for n in (name, adapter)) and not hub_reachable())
     name, adapter = resolve_adapter(name, adapter, role=role, revision=revision,
-                                    local_files_only=local_files_only, hub=True)
+                                    local_files_only=lookup_offline, hub=True)
     local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
@@ -490,7 +493,6 @@ def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: s
     """Whether a hub id can load from the local cache alone (then: no network at all). If
     it cannot and the hub is unreachable, one sentence now instead of minutes of retries."""
     import os
-    import socket
     from urllib.parse import urlparse
 
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
@@ -503,17 +505,32 @@ def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: s
         cached = True  # at least its config is cached; weights may still be missing
     except (OSError, ValueError, KeyError):
         cached = False
+    if hub_reachable():
+        return False  # reachable: load as usual (the cache is used where it has the files)
+    if cached:
+        return True  # offline, but cached: load from the cache
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    raise PddkitError(f"{role} {name} is not in the local Hugging Face cache and the hub "
+                      f"({url.hostname}) cannot be reached: give a local directory, or load "
+                      "it once online (`local_files_only` / HF_HUB_OFFLINE=1 use the cache "
+                      "only)")
+
+
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub (HF_ENDPOINT) accepts a connection within 5 seconds;
+    HF_HUB_OFFLINE=1 says no without trying."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     try:
         socket.create_connection((url.hostname, url.port or 443), timeout=5).close()
-        return False  # reachable: load as usual (the cache is used where it has the files)
+        return True
     except OSError:
-        if cached:
-            return True  # offline, but cached: load from the cache
-        raise PddkitError(f"{role} {name} is not in the local Hugging Face cache and the hub "
-                          f"({url.hostname}) cannot be reached: give a local directory, or load "
-                          "it once online (`local_files_only` / HF_HUB_OFFLINE=1 use the cache "
-                          "only)") from None
+        return False
 
 
 def start_token_id(tokenizer, name: str = "model") -> int:
