@@ -351,3 +351,59 @@ def test_blind_help_describes_only_the_blind_baseline(capsys):
     flat = " ".join(run_help.split())
     assert "methods meaningless for it are skipped" in flat  # run's own words stay
     assert "kept on one side of every split" in flat
+
+
+# -- RunResult: a short repr and a summary(); inverted methods; the header's counts ----------
+
+
+def _result(splits=None):
+    import numpy as np
+
+    from pddkit.evaluation.metrics import compute_metrics
+    from pddkit.evaluation.results import MethodResult, RunResult
+
+    labels = np.array([1] * 30 + [0] * 30)
+    rng = np.random.default_rng(0)
+    test = np.arange(60) if splits is None else np.flatnonzero(np.array(splits) == "test")
+    scores = {"loss": rng.standard_normal(60) + 2.0 * labels,     # clearly right
+              "zlib": rng.standard_normal(60) - 2.0 * labels,     # clearly inverted
+              "mink": rng.standard_normal(60)}                    # chance
+    methods = tuple(MethodResult(k, k, {}, s, compute_metrics(s[test], labels[test], 200))
+                    for k, s in scores.items())
+    return RunResult(ids=tuple(f"t{i}" for i in range(60)), labels=tuple(labels.tolist()),
+                     methods=methods, config={"dataset": "hand-made"},
+                     counts={"samples": 60, "members": 30, "nonmembers": 30, "skipped": 0},
+                     timings={}, models={}, splits=splits)
+
+
+def test_run_result_has_a_short_repr_and_a_summary():
+    r = _result()
+    assert repr(r) == ("<RunResult: 60 texts (30 members, 30 non-members); methods loss, zlib, "
+                       "mink; .summary() for the table>")
+    text = r.summary()
+    assert text.splitlines()[0].startswith("scored 60 texts with 3 methods")
+    assert "AUC [95% CI]" in text and all(k in text for k in ("loss", "zlib", "mink"))
+
+
+def test_a_method_significantly_below_chance_is_pointed_out(tmp_path):
+    from pddkit.reporting.report import write_report
+
+    r = _result()
+    assert r.metrics()["zlib"].auc_ci.high < 0.5 and r.metrics()["mink"].auc_ci.high > 0.5
+    text = r.summary()
+    notes = [line for line in text.splitlines() if "significantly below 0.5" in line]
+    assert len(notes) == 1 and notes[0].startswith("zlib: AUC ")  # not mink (chance), not loss
+    r.write(tmp_path / "out")
+    html, _ = write_report(tmp_path / "out")
+    assert "zlib: AUC" in html.read_text() and "significantly below 0.5" in html.read_text()
+
+
+def test_the_report_header_counts_the_texts_the_metrics_use():
+    from pddkit.reporting.report import run_summary
+
+    splits = tuple(["val"] * 10 + ["test"] * 20 + ["val"] * 10 + ["test"] * 20)
+    r = _result(splits)
+    lines = dict(run_summary(r.to_dict()).items)
+    assert lines["texts"].startswith("60 texts (30 members, 30 non-members)")
+    assert lines["metrics on"] == "test part: 40 texts (20 members, 20 non-members)"
+    assert "; metrics on the test part;" in repr(r)

@@ -34,8 +34,8 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
                         contamination_repeats=contamination_repeats,
                         contamination_poisson=contamination_poisson,
                         contamination_fraction=contamination_fraction, traps=traps,
-                        trap_lengths=_ints(trap_lengths, "--trap-lengths"),
-                        trap_repeats=_ints(trap_repeats, "--trap-repeats"),
+                        trap_lengths=options.whole_numbers(trap_lengths, "--trap-lengths"),
+                        trap_repeats=options.whole_numbers(trap_repeats, "--trap-repeats"),
                         trap_ppl_range=options.floats(trap_ppl_range, "--trap-ppl-range"),
                         trap_buckets=trap_buckets)
     from pddkit import output_dir
@@ -44,16 +44,3 @@ def sandbox(corpus, output, tokenizer, sweep, members, reference, background, re
     summary = run_sandbox(cfg, output, sweep=sweep)
     click.echo(summary_text(summary))
     click.echo(f"sandbox finished in {summary['seconds']:.0f} s; report: {summary['report']}")
-
-
-def _ints(text: str, option: str) -> tuple[int, ...]:
-    """'1,4,16' -> (1, 4, 16), in the order given; `option` names the flag in the error."""
-    from pddkit.errors import PddkitError
-
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise PddkitError(f"{option} {text!r} must be whole numbers separated by commas") from None
-    if not values:
-        raise PddkitError(f"{option} needs at least one value")
-    return values

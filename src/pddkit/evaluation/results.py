@@ -53,6 +53,32 @@ class RunResult:
     # pddkit.provenance.Provenance: versions, git commit, device, command line, times
     provenance: object | None = None
 
+    def __repr__(self) -> str:
+        c = self.counts
+        n = c.get("samples", len(self.ids))
+        who = (f" ({c.get('members', 0)} members, {c.get('nonmembers', 0)} non-members)"
+               if self.labelled else ", unlabelled")
+        labels = [m.label for m in self.methods]
+        return (f"<RunResult: {n} texts{who}; methods {', '.join(labels) or 'none'}"
+                f"{'; metrics on the test part' if self.splits else ''}; .summary() for the "
+                "table>")
+
+    def summary(self) -> str:
+        """What `pddkit run` prints: the scored line, then the metrics table (AUC with its
+        95% CI, TPR at 1/5/10% FPR, the blind baseline's verdict) for labelled texts or score
+        statistics and the likeliest members for unlabelled ones, then the validation and
+        document-level tables when the run has them."""
+        from pddkit.reporting import terminal
+
+        parts = [terminal.scored_line(self)]
+        parts.append(terminal.metrics_table(self) if self.labelled
+                     else terminal.unlabelled_summary(self))
+        if self.validation:
+            parts.append(terminal.validation_table(self))
+        if self.documents is not None:
+            parts.append(terminal.documents_table(self))
+        return "\n".join(p for p in parts if p)
+
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
         (the test part when validating); {} when there is no breakdown by subset."""

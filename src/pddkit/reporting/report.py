@@ -67,7 +67,13 @@ def run_summary(results: dict) -> Summary:
             text += f"; a sample of {c['samples']} of {c['limited_from']} texts (limit)"
         lines.append(("texts", text))
     if results.get("metrics_on", "all texts") != "all texts":
-        lines.append(("metrics on", results["metrics_on"]))
+        on = results["metrics_on"]
+        first = next((v["metrics"] for v in (results.get("methods") or {}).values()
+                      if v.get("metrics")), None)
+        if first is not None:  # the texts the metrics use (the rest chose hyperparameters)
+            on += (f": {first['n_members'] + first['n_nonmembers']} texts ({first['n_members']} "
+                   f"members, {first['n_nonmembers']} non-members)")
+        lines.append(("metrics on", on))
     return Summary(tuple(lines))
 
 

@@ -33,9 +33,22 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     else:
         notes = ("▲ best detection method in the column; blind is the model-free baseline, "
                  "not a detection method. Intervals: 95% percentile bootstrap.",)
+    notes = (*notes, *inverted_notes(methods))
     return Table(header=("method", "AUC [95% CI]", *tpr), rows=rows,
                  title="" if terminal else "Metrics", best=best,
                  mark="*" if terminal else " ▲", baseline=baseline, notes=notes, id="metrics")
+
+
+def inverted_notes(methods: dict) -> tuple[str, ...]:
+    """One note per detection method whose AUC's 95% interval lies wholly below 0.5: on this
+    data its scores rank non-members above members, the opposite of its assumption."""
+    low = [(k, m) for k, m in methods.items() if k != "blind" and m["auc_ci"][1] < 0.5]
+    return tuple(
+        f"{k}: AUC {m['auc']:.3f} [{m['auc_ci'][0]:.3f}, {m['auc_ci'][1]:.3f}] is significantly "
+        "below 0.5: on this data its scores rank non-members above members, the opposite of "
+        "the direction the method assumes (its signal is inverted here: something differs "
+        "between the two sides; reading it reversed is a choice made after seeing the labels)"
+        for k, m in low)
 
 
 def subset_table(results: dict, terminal: bool = False) -> Table | None:
