@@ -1,6 +1,7 @@
-"""The document level's tables (SPEC 3c), from results.json's "documents" block: the
-metrics over documents beside each method's text-level AUC, and the SoK's curve of
-document AUC against the number of texts per document."""
+"""The document level's tables, from results.json's "documents" block: the metrics over
+documents beside each method's text-level AUC, and the curve of document AUC against the
+number of texts per document (as in Meeus et al., "SoK: Membership Inference Attacks on
+LLMs are Rushing Nowhere (and How to Fix It)", arXiv 2406.17975)."""
 
 from __future__ import annotations
 

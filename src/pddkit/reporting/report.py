@@ -150,7 +150,7 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
 
 
 def _document_blocks(results: dict, out: Path) -> list:
-    """The document level (SPEC 3c): its two tables, a document ROC figure per aggregation
+    """The document level: its two tables, a document ROC figure per aggregation
     (from documents.jsonl: each row's scored documents) and the AUC by texts per document."""
     from pddkit.reporting.document_tables import curve_table, documents_table
 

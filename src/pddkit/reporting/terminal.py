@@ -42,7 +42,7 @@ def validation_table(result: RunResult) -> str:
 
 
 def documents_table(result: RunResult) -> str:
-    """The document level (SPEC 3c): metrics over documents, then the AUC by texts per
+    """The document level: metrics over documents, then the AUC by texts per
     document; unlabelled: the number of documents scored (their scores are in documents.jsonl)."""
     from pddkit.reporting.document_tables import curve_table
     from pddkit.reporting.document_tables import documents_table as doc_table
