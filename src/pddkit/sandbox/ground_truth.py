@@ -1,4 +1,4 @@
-"""The sandbox's ground truth on disk, and its check (SPEC section 7).
+"""The sandbox's ground truth on disk, and its check.
 
 Files, each one JSON object a line:
 - OUTPUT/evaluated-documents.jsonl: `id`, `role` (member / nonmember), `text` of every

@@ -1,7 +1,8 @@
-"""The sandbox's shots for `recall` and `conrecall` (SPEC 3b), members and non-members by
-construction: member shots are windows of member documents the target was trained on but
-whose windows are held out of the evaluation; non-member shots are windows of reference-pool
-documents, which no target model is trained on.
+"""The sandbox's shots for `recall` and `conrecall` (the labelled texts put before each
+text), members and non-members by construction: member shots are windows of member
+documents the target was trained on but whose windows are held out of the evaluation;
+non-member shots are windows of reference-pool documents, which no target model is
+trained on.
 
 `hold_out` picks the member documents (seeded), each sharing no run of 13 lower-cased words
 with any other member or non-member document, so that no shot overlaps an evaluated window

@@ -6,8 +6,8 @@ Near-duplicates: documents of different roles never share a run of 13 or more lo
 whitespace words (sandbox.ngrams). Documents are taken in seeded random order; one that
 shares such a run with documents already given to one role can only join that role (it is
 dropped when that role is full), one that shares runs with two roles is dropped, and any
-other goes to the role that is least filled. This implies the ground-truth rules of SPEC
-section 7: training text (members, background) shares no run with a non-member, and the
+other goes to the role that is least filled. This implies the sandbox's ground-truth
+rules: training text (members, background) shares no run with a non-member, and the
 reference pool and tokenizer text (reference pool, background) share none with an evaluated
 document.
 
