@@ -1,5 +1,6 @@
-"""Scores -> metrics (SPEC section 4), validation, the blind baseline and result files
-(section 6): numbers only; reporting/ turns them into tables and pages."""
+"""Scores -> metrics (AUC, TPR at low FPR, bootstrap intervals), validation, the blind
+baseline and result files (results.json, scores.jsonl): numbers only; reporting/ turns them
+into tables and pages."""
 
 from pddkit.evaluation.metrics import FPR_TARGETS, Interval, Metrics, compute_metrics
 

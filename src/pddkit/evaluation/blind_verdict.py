@@ -8,8 +8,8 @@ deviation at 1.27-1.31 times the Mann-Whitney null spread sqrt((n1 + n0 + 1) / (
 on the calibration sets (60 random labelings each of 40 WikiMIA-32 texts, 160 WikiMIA-64
 texts, 160 Gutenberg paragraphs). `NULL_INFLATION` is the largest ratio times 1.18 (the
 upper 95% bound of a spread estimated from 60 draws), rounded up to 0.05: 1.55, so the test
-errs on the side of silence. Its false-fire rate on held-out sets is in README "Blind
-baseline and reports".
+errs on the side of silence. Its false-fire rate on held-out sets is on the docs' page
+The blind baseline and reports (When it warns).
 
 - p-value: one-sided, P(Z >= (AUC - 0.5) / s0) with s0 = NULL_INFLATION x the
   Mann-Whitney null spread: the chance of an AUC this high without any shift.

@@ -1,4 +1,5 @@
-"""The statistics of dataset inference (Maini et al. 2024), on feature matrices alone
+"""The statistics of dataset inference (Maini et al. 2024, "LLM Dataset Inference: Did
+you train on my dataset?", arXiv 2406.06443), on feature matrices alone
 (numbers only; studies/infer.py scores the texts and writes the report).
 
 Each feature is oriented so that higher = more member-like; a linear classifier fitted on
@@ -8,10 +9,10 @@ reference set, where no difference should be found: halves of whole documents wh
 reference texts carry a `group` (windows of one document never sit on both sides), text by
 text otherwise (and `CheckSplit.sentence` says so).
 
-Two classifiers (`classifier`, SPEC section 3d):
+Two classifiers (`classifier`):
 
 Both clip each set to its *own* 2.5-97.5% quantiles and z-score with the clipped suspect
-set's mean and standard deviation (SPEC section 3d).
+set's mean and standard deviation.
 
 - `nonnegative` (default): a logistic regression whose weights are constrained to be
   non-negative (`fit_nonnegative`), and Welch's t-test. Its score can only rise with
@@ -25,7 +26,7 @@ set's mean and standard deviation (SPEC section 3d).
   llm_dataset_inference, linear_di.py): per-set clipping as above, an unconstrained logistic
   regression (`fit_unconstrained`), Student's t-test (equal variances). It counts a
   difference in either direction. Where pddkit differs from that code: (1) the clip
-  bounds are the 2.5% and 97.5% quantiles (numpy's linear interpolation, SPEC section 3d);
+  bounds are the 2.5% and 97.5% quantiles (numpy's linear interpolation);
   the code sets the floor(0.025 n) lowest and highest values to the nearest value it
   keeps; (2) the code runs 1000 full-batch Adam steps (lr 0.01, random start) on the
   unpenalised logistic loss, which stop short of the optimum (and of infinite weights when
@@ -170,8 +171,8 @@ class Decision:
 
 def normalise(suspect: np.ndarray, reference: np.ndarray,
               clip: float = CLIP) -> tuple[np.ndarray, np.ndarray]:
-    """Each set's features clipped to its own [clip, 1 - clip] quantiles (SPEC section 3d,
-    as the paper's code), then z-scored with the clipped suspect set's mean and standard
+    """Each set's features clipped to its own [clip, 1 - clip] quantiles (as the
+    paper's code), then z-scored with the clipped suspect set's mean and standard
     deviation (a constant feature: divided by 1)."""
     S = np.asarray(suspect, dtype=np.float64)
     R = np.asarray(reference, dtype=np.float64)

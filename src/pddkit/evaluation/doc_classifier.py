@@ -20,8 +20,8 @@ config/books_128_token_freq_norm_{hist,agg}.ini, their RatioNormTF setup):
   training folds only, so no document is ever scored by anything fitted with it.
 
 Where pddkit differs from the authors' code, and why:
-- frequency table given (`token_values(stats, log_freq)`): pddkit's table (SPEC section 3,
-  shared with DC-PDD) is add-one smoothed, so unseen tokens get 1 / (N + |V|); the authors
+- frequency table given (`token_values(stats, log_freq)`): pddkit's table (shared with
+  DC-PDD) is add-one smoothed, so unseen tokens get 1 / (N + |V|); the authors
   give tokens missing from their table half the smallest frequency. Without a table, pass
   `token_ids` for the authors' per-fold counts over the training documents (unseen tokens:
   half the smallest frequency, as theirs); pddkit counts the tokens of the texts it scores

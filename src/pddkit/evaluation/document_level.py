@@ -1,4 +1,4 @@
-"""A run's document level (SPEC 3c, issue 21): text scores -> document scores -> metrics
+"""A run's document level: text scores -> document scores -> metrics
 over documents, and the curve of document AUC against texts per document.
 
 Aggregations (any of them, in one run):

@@ -1,4 +1,4 @@
-"""Document-level scores from text-level scores (SPEC section 3c).
+"""Document-level scores from text-level scores.
 
 A document is the set of texts sharing a `group`; its label is its texts' label (a
 document holding both labels is an error). `mean`: the document's score is the mean of

@@ -1,4 +1,4 @@
-"""AUC and TPR at low FPR (SPEC section 4) with 95% percentile-bootstrap intervals.
+"""AUC and TPR at low FPR with 95% percentile-bootstrap intervals.
 
 One routine computes both for many weightings of the samples at once: weights of ones
 give the point estimate (equal to sklearn's roc_auc_score / roc_curve), and multinomial

@@ -4,7 +4,7 @@ large language models", case study on copyrighted books: the threshold that maxi
 accuracy on a validation set of known members and non-members).
 
 `Threshold("accuracy").fit(scores, labels).predict(new_scores)`; a text is called a
-member when its score is strictly above `threshold_` (SPEC section 1: higher = member).
+member when its score is strictly above `threshold_` (higher = member, as for every method).
 Rules: "accuracy" (the paper's choice; ties go to the higher threshold, the one with
 fewer false positives) or "fpr=X" (the lowest threshold whose validation FPR is at most
 X, i.e. the highest TPR at that FPR). Candidate thresholds lie midway between

@@ -1,9 +1,9 @@
-"""Hyperparameters chosen on validation data (issue: validated hyperparameters).
+"""Hyperparameters chosen on validation data.
 
 Authors report each method at the value that did best on the test set itself. Here the
 value is chosen on a separate validation split (`choose` sees validation scores and
 labels only) and its metrics are measured on the test part; the test-set optimum is
-reported beside it, marked as an oracle (SPEC section 4).
+reported beside it, marked as an oracle.
 """
 
 from __future__ import annotations
