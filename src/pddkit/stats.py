@@ -1,4 +1,6 @@
-"""Per-token statistics (SPEC section 2): the only model output single-pass methods see."""
+"""Per-token statistics: the log-probability L of each text token, the entropy H of the
+model's distribution there and its second moment M2 of the log-probability, computed in
+float32 over the whole vocabulary; the only model output single-pass methods see."""
 
 from __future__ import annotations
 

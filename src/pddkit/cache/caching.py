@@ -155,8 +155,9 @@ class CachingBackend:
     def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
                            truncated: Sequence[bool], desc: str = "conditioned pass",
                            compute=None) -> list[TokenStats]:
-        """TokenStats of each x given `prefix` (SPEC 3b), stored under the prefix's own key
-        (prefix_fingerprint): a rerun with the same shots computes nothing."""
+        """TokenStats of each x given `prefix` (the shots of `recall` / `conrecall`), stored
+        under the prefix's own key (prefix_fingerprint): a rerun with the same shots computes
+        nothing."""
         compute = compute or (lambda i, t, d: self.backend.stats_given_prefix(prefix, i, t, desc=d))
         return self.stats_for_ids(ids, truncated, desc=desc, compute=compute,
                                   key=self.prefix_fingerprint(prefix))

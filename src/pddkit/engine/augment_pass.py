@@ -1,4 +1,4 @@
-"""The provider of Need.AUGMENTATIONS (SPEC 3b, `pac`): word-swapped copies of every text
+"""The provider of Need.AUGMENTATIONS (`pac`): word-swapped copies of every text
 (resources/augment.py), each distinct copy scored once by the target model through the
 run's executor and statistics cache (the Ray engine and a resumed run serve them like
 any other text), and the copies written to augmentations.jsonl beside scores.jsonl."""

@@ -1,4 +1,4 @@
-"""The provider of Need.INFILL (SPEC 3b, `infill`): for each text and each scored position i
+"""The provider of Need.INFILL (`infill`): for each text and each scored position i
 whose token is not the target's argmax (TokenStats.top of the target pass), the variant
 x' = x with x_i replaced by the argmax, cut after i + the largest lookahead among the
 `infill` calls (a causal model's statistics up to there do not depend on what follows).

@@ -1,4 +1,4 @@
-"""The provider of Need.SAMPLES (SPEC 3b, `samia`): each text's prompt (its first
+"""The provider of Need.SAMPLES (`samia`): each text's prompt (its first
 floor(prefix * #words) whitespace words, of the scored span) continued `samples` times by
 the target model through the run's executor (the Ray engine samples on its actors) and
 the statistics cache directory (a rerun samples nothing it has), seeded per text, and the

@@ -1,4 +1,4 @@
-"""The provider of Need.SHOTS (SPEC 3b, `recall` / `conrecall`): one prefix per role and
+"""The provider of Need.SHOTS (`recall` / `conrecall`): one prefix per role and
 number of shots among the calls, trimmed to the context, and each text's
 statistics given it, the prefix's key/value cache computed once (executor
 `conditioned_stats`, through the statistics cache).

@@ -20,8 +20,8 @@ Where pddkit differs from the authors' code: the notebooks cut both classes to t
 n = min(members, non-members) rows of their table (in bucket order) before the Table 2
 AUC; pddkit keeps every trap (an AUC needs no balanced classes), so where held-out traps
 outnumber a cell's members the two differ. Their perplexity drops the start token and
-scores a trap from its second token on; pddkit's statistics pass prepends the start token
-and scores every token (README, How it works). 95% intervals (stratified bootstrap) are
+scores a trap from its second token on; pddkit's statistics pass prepends a start token
+(BOS, else EOS) and scores every token. 95% intervals (stratified bootstrap) are
 given where each class of a cell has at least CI_MIN_PER_CLASS traps; the paper gives none.
 
 The target may have another tokenizer than the model that generated the traps: the
