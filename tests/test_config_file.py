@@ -85,6 +85,11 @@ def test_flags_typed_override_the_file_which_overrides_the_defaults(tmp_path, mo
     assert p["member_before"] == "2021-01-01"  # a YAML date, taken as the text it was
     conf = _file(tmp_path / "n.yaml", "model: m\ndata: d\noutput: 2024\n")
     assert _context("run", "--config", conf).params["output"] == "2024"  # a path, not a number
+    # a YAML list for a comma-separated option is that option's comma-separated text
+    conf = _file(tmp_path / "l.yaml", "model: m\ndata: d\noutput: o\nmethods: [loss, zlib, 'mink:k=0.2']\n"
+                 "probe-lrs: [0.001, 0.0001]\n")
+    p = _context("run", "--config", conf).params
+    assert (p["methods"], p["probe_lrs"]) == ("loss,zlib,mink:k=0.2", "0.001,0.0001")
 
 
 @pytest.mark.parametrize("body, words", [
@@ -98,6 +103,9 @@ def test_flags_typed_override_the_file_which_overrides_the_defaults(tmp_path, mo
     ("language: no", ["language must be text, not false (quote it if it is meant as text)"]),
     ("dtype: half", ["dtype must be one of auto, float32, bfloat16, float16, not \"half\""]),
     ("methods: {loss: 1}", ["methods must be text"]),
+    ("help: true", ["unknown key help for pddkit run (its keys are the long options that "
+                    "pddkit run --help lists)"]),
+    ("methods: [loss, [zlib]]", ["methods must be text"]),
     ("sweep: lr=1,2", ["sweep is not an option of pddkit run (it is one of pddkit sandbox)"]),
     ("input: a.jsonl", ["input is not an option of pddkit run (it is one of pddkit build)"]),
     ("config: other.yaml", ["a run file cannot name another run file (config)"]),
@@ -218,3 +226,12 @@ def test_every_example_parses_and_names_only_options_of_its_command(path):
     ctx = _context(name, "--config", path)  # every value converts; nothing runs or downloads
     assert all(ctx.get_parameter_source(config_file.keys(COMMANDS[name])[str(k)].name)
                == ParameterSource.DEFAULT_MAP for k in data)
+
+
+def test_a_file_turning_on_trust_remote_code_is_said(tmp_path, caplog):
+    conf = _file(tmp_path / "t.yaml", "model: m\ndata: d\noutput: o\ntrust-remote-code: true\n")
+    with caplog.at_level("WARNING", logger="pddkit"):
+        assert _context("run", "--config", conf).params["trust_remote_code"] is True
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{conf} turns on trust-remote-code: the model repository's own Python code will run "
+        "on this machine"]

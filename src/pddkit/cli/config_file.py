@@ -141,6 +141,9 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
             raise PddkitError(_not_a_key(path, str(raw), key, ctx.command, valid))
         if v is not None:  # null: the option's default
             defaults[valid[key].name] = checked(ctx, valid[key], str(raw), v, path)
+    if defaults.get("trust_remote_code") is True:  # said: a shared file turns it on unseen
+        logger.warning("%s turns on trust-remote-code: the model repository's own Python code "
+                       "will run on this machine", path)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta[_FILE] = path
 
@@ -185,8 +188,9 @@ def _not_a_key(path: Path, raw: str, key: str, command: click.Command,
     if owners:
         return (f"{path}: {raw} is not an option of {this} (it is one of "
                 f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''})")
-    nearest = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.0)
-    hint = f"; the nearest valid key is {nearest[0]}" if nearest else ""
+    nearest = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
+    hint = (f"; the nearest valid key is {nearest[0]}" if nearest
+            else f" (its keys are the long options that {this} --help lists)")
     return f"{path}: unknown key {raw} for {this}{hint}"
 
 
@@ -218,6 +222,10 @@ def checked(ctx: click.Context, param: click.Parameter, key: str, value: Any, pa
     expected otherwise. Stricter than click's conversion: no list for a single value, no
     true/false for a number or text, no 2.5 for a whole number."""
     many = _many(param)
+    if (not many and isinstance(value, list) and value and type(param.type) is
+            click.types.StringParamType and all(isinstance(v, (str, int, float)) and
+                                                not isinstance(v, bool) for v in value)):
+        value = ",".join(map(str, value))  # methods: [loss, zlib] as --methods loss,zlib
     items = list(value) if many and isinstance(value, list) else [value]
     boolean = isinstance(param.type, click.types.BoolParamType)  # flags included
     shown = json.dumps(value, default=str)
