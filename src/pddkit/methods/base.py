@@ -1,8 +1,8 @@
 """Method registry: a method is a pure function `fn(obs, *, hyper=default) -> float`.
 
-Higher score = more likely a member (SPEC section 1). A method declares the inputs it
+Higher score = more likely a member. A method declares the inputs it
 needs beyond the target model's statistics; the engine computes the union of all needs
-once. A method whose formula has a fallback (SPEC: surp's empty token set, a neighbour set
+once. A method whose formula has a fallback (surp's empty token set, a neighbour set
 smaller than asked) declares a second pure function with the same hyperparameters,
 `fallback(obs, *, hyper=default) -> str | None`: None when the text was scored by the
 formula itself, else a clause saying what happened and what the score is instead. The
@@ -278,7 +278,7 @@ def _label(calls: list[MethodCall]) -> list[MethodCall]:
 
 
 def n_lowest(k: float, n: int) -> int:
-    """m = max(1, floor(k * n)) of Min-K% and Min-K%++ (SPEC section 3)."""
+    """m = max(1, floor(k * n)) of Min-K% and Min-K%++."""
     if not 0 < k <= 1:
         raise PddkitError(f"k must be in (0, 1], not {k}")
     return max(1, math.floor(k * n))

@@ -1,8 +1,9 @@
 """Infilling Score (Raoof et al. 2025, ICLR, "Infilling Score: A Pretraining Data Detection
-Algorithm for Large Language Models"; the authors' code neginraoof/mink-plus-plus `run.py`,
-`calculateInfillPerplexity`). At each position whose token is not the model's argmax,
-the text is compared with its variant holding the argmax there: how much more likely the
-original token and the tokens after it are, in Min-K%++'s standardised units.
+Algorithm for Large Language Models", arXiv 2410.07582; the authors' code
+neginraoof/mink-plus-plus `run.py`, `calculateInfillPerplexity`). At each position whose
+token is not the model's argmax, the text is compared with its variant holding the argmax
+there: how much more likely the original token and the tokens after it are, in Min-K%++'s
+standardised units.
 
 Cost per text: one extra forward pass per position i whose token is not the argmax, over
 the variant cut after i + lookahead (engine/infill_pass.py: all variants of all texts in
@@ -41,7 +42,7 @@ def _sd(var) -> np.ndarray:
 
 def infill_ratios(x: TokenStats, infill, lookahead: int = 5,
                   variant: str = "corrected") -> tuple[np.ndarray, np.ndarray]:
-    """([n] r_i of SPEC 3b, [n] whether a variance in r_i was floored), 0-based positions:
+    """([n] r_i as in `infill`, [n] whether a variance in r_i was floored), 0-based positions:
     r_i = 0 where x_i is the argmax (no variant in `infill`), else the standardised
     log-probability of x_i against the argmax v_i at i, plus, over the next `lookahead`
     positions j, that of x_j after x_i against after v_i. `infill`: (i, statistics of x
@@ -92,7 +93,7 @@ def infill_fallback(obs: Observation, *, k: float = 0.2, lookahead: int = 5,
                          "x against x with x_i set to the argmax")
 def infill(obs: Observation, *, k: float = 0.2, lookahead: int = 5,
            variant: str = "corrected") -> float:
-    """SPEC 3b: score = mean of the m = max(1, floor(k*n)) smallest r_i over the n scored
+    """Score = mean of the m = max(1, floor(k*n)) smallest r_i over the n scored
     positions, with r_i = 0 where x_i = v_i = argmax P_i, else
 
         r_i = z_i(x_i | x) - z_i(v_i | x') + sum_{j=i+1}^{min(i+lookahead, n)}
@@ -112,12 +113,12 @@ def infill(obs: Observation, *, k: float = 0.2, lookahead: int = 5,
     and r_i = [(L_i(x) - log P_i(v_i)) + sum_j (L_j(x) - L_j(x'))] / sigma_i.
 
     Where pddkit differs from the reference code, in both variants: every text token is
-    scored (a start token is prepended, SPEC 2; the reference never scores the first token
-    of a tokenizer without BOS); the sum over j runs to position n (the reference's loop,
-    `range(i, min(i + token_len, token_count - 3))`, never reaches the text's last token);
-    m = max(1, floor(k*n)) (the reference takes int(k*n), an empty mean for short texts);
-    a (near) one-point distribution's variance is floored instead of giving NaN, which the
-    reference turns into 0 (`np.nan_to_num`)."""
+    scored (a start token, BOS or else EOS, is prepended; the reference never scores the
+    first token of a tokenizer without BOS); the sum over j runs to position n (the
+    reference's loop, `range(i, min(i + token_len, token_count - 3))`, never reaches the
+    text's last token); m = max(1, floor(k*n)) (the reference takes int(k*n), an empty mean
+    for short texts); a (near) one-point distribution's variance is floored instead of
+    giving NaN, which the reference turns into 0 (`np.nan_to_num`)."""
     check(k, lookahead, variant)
     if obs.infill is None:
         raise PddkitError("infill needs the statistics of the infilled variants")

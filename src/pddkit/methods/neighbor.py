@@ -39,7 +39,7 @@ def neighbor_fallback(obs: Observation, *, n_neighbors: int = 25, top_k: int = 1
                  summary="mean L(text) - mean over neighbours of mean L(neighbour)")
 def neighbor(obs: Observation, *, n_neighbors: int = 25, top_k: int = 10, dropout: float = 0.7,
              seed: int = 0) -> float:
-    """SPEC section 3: for each whole word position j of the text, the masked LM (dropout p
+    """Neighbours: for each whole word position j of the text, the masked LM (dropout p
     on the input embedding at j only, scaled by 1/(1-p)) gives candidates c != w_j, each a
     whole word (a subword piece without the word-start marker is not a candidate), the
     top_k per position; every (j, c) pair is ranked by p_j(c) / (1 - p_j(w_j)) and the

@@ -1,8 +1,9 @@
 """PAC, Polarized Augment Calibration (Ye et al. 2024, "Data Contamination Calibration for
-Black-box LLMs", ACL Findings; the authors' code yyy01/PAC `attack.py`): the polarised
-distance PD of a text's token log-probabilities (its most likely tokens against its least
-likely) is calibrated by that of its word-swapped copies; with the sign of the authors'
-AUC, a text whose copies are more polarised than itself is more likely a member.
+Black-box LLMs", ACL Findings, arXiv 2405.11930; the authors' code yyy01/PAC `attack.py`):
+the polarised distance PD of a text's token log-probabilities (its most likely tokens
+against its least likely) is calibrated by that of its word-swapped copies; with the sign of
+the authors' AUC, a text whose copies are more polarised than itself is more likely a
+member.
 
 Cost per text: `n_aug` word-swapped copies (resources/augment.py) in the batched
 statistics pass (per distinct swap rate; calls that differ only in n_aug share them).
@@ -19,7 +20,7 @@ from pddkit.stats import Observation, TokenStats
 
 def polarized_distance(L: np.ndarray, high: float, low: float) -> float:
     """PD = mean of the max(1, floor(high*n)) largest L_i - mean of the max(1, floor(low*n))
-    smallest L_i, over the text's own n tokens (SPEC 3b)."""
+    smallest L_i, over the text's own n tokens."""
     s = np.sort(np.asarray(L, dtype=np.float64))
     n = len(s)
     far = max(1, int(np.floor(high * n)))
@@ -62,7 +63,7 @@ def pac_fallback(obs: Observation, *, n_aug: int = 5, swap: float = 0.3, high: f
                  summary="-(PD(text) - mean PD(word-swapped copy)), PD = mean top-high L - mean bottom-low L")
 def pac(obs: Observation, *, n_aug: int = 5, swap: float = 0.3, high: float = 0.05,
         low: float = 0.3) -> float:
-    """SPEC 3b: score = -(PD(x) - mean_a PD(x_a)) over the first n_aug copies x_a, each x
+    """Score = -(PD(x) - mean_a PD(x_a)) over the first n_aug copies x_a, each x
     with max(1, floor(swap * #words)) swaps of two distinct word positions (words: x split
     on single spaces). The reference code's sign (it reports PAC = PD(x) - mean PD(x_a)
     and its AUC uses -PAC), ratio_far = high, ratio_local = low, int() as floor.

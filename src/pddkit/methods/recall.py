@@ -1,8 +1,9 @@
 """ReCaLL (Xie et al. 2024, "ReCaLL: Membership Inference via Relative Conditional
-Log-Likelihoods", EMNLP; the authors' code ruoyuxie/recall `src/run.py`) and Con-ReCall
-(Wang et al. 2024, "Con-ReCall: Detecting Pre-training Data in LLMs via Contrastive
-Decoding", COLING 2025; WangCheng0116/CON-RECALL `run.py`): how much a prefix of
-non-member shots (and, for Con-ReCall, member shots) changes the text's log-likelihood.
+Log-Likelihoods", EMNLP, arXiv 2406.15968; the authors' code ruoyuxie/recall `src/run.py`)
+and Con-ReCall (Wang et al. 2024, "Con-ReCall: Detecting Pre-training Data in LLMs via
+Contrastive Decoding", COLING 2025, arXiv 2409.03363; WangCheng0116/CON-RECALL `run.py`):
+how much a prefix of non-member shots (and, for Con-ReCall, member shots) changes the text's
+log-likelihood.
 
 Cost per text: one extra pass over its tokens per prefix (recall: one; conrecall: two),
 each prefix's key/value cache computed once (per group of texts keeping the same shots)
@@ -10,7 +11,7 @@ and shared by the texts
 (backends/prefix_pass.py). The shots: data/shots.py; the prefix and its trimming to the
 context: engine/shots_pass.py.
 
-Where pddkit differs from the reference code (each a deliberate choice, SPEC 3b):
+Where pddkit differs from the reference code (each a deliberate choice):
 - the shots never meet the evaluation: the reference ReCaLL and Con-ReCall code removes
   its shots (and as many texts of the other class) from WikiMIA as pddkit does; Nikkei's
   fast-mia draws them from the texts it evaluates and keeps scoring them, a label leak;
@@ -100,7 +101,8 @@ def conrecall_fallback(obs: Observation, *, shots: int = 7, gamma: float = 0.5) 
                  cost="+1 pass over the texts (the shots' prefix computed once)",
                  summary="LL(x | non-member shots) / LL(x)")
 def recall(obs: Observation, *, shots: int = 7) -> float:
-    """SPEC 3b: LL(x | P_nm) / LL(x), P_nm the first `shots` non-member shots (whole shots
+    """LL(x | P_nm) / LL(x): LL(x) is the mean log-probability of x's tokens, LL(x | P) the
+    same with the prefix P before x, P_nm the first `shots` non-member shots (whole shots
     dropped from the front when the context is short). Higher = member: a non-member prefix
     lowers a member's log-likelihood more."""
     _check(shots)
@@ -114,9 +116,9 @@ def recall(obs: Observation, *, shots: int = 7) -> float:
                  summary="(LL(x | non-member shots) - gamma LL(x | member shots)) / LL(x); "
                          "needs labelled shots")
 def conrecall(obs: Observation, *, shots: int = 7, gamma: float = 0.5) -> float:
-    """SPEC 3b: (LL(x | P_nm) - gamma * LL(x | P_m)) / LL(x), P_m the first `shots` member
-    shots (needs labelled shots: members among them). `gamma` is chosen like any other
-    hyperparameter (`val_fraction`, `val_data`)."""
+    """(LL(x | P_nm) - gamma * LL(x | P_m)) / LL(x), LL and P_nm as in `recall`, P_m the
+    first `shots` member shots (needs labelled shots: members among them). `gamma` is
+    chosen like any other hyperparameter (`val_fraction`, `val_data`)."""
     _check(shots)
     if not np.isfinite(gamma):
         raise PddkitError(f"gamma must be a finite number, not {gamma!r}")

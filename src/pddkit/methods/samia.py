@@ -1,12 +1,12 @@
 """SaMIA, Sampling-based Membership Inference Attack (Kaneko et al. 2024, "Sampling-based
-Pseudo-Likelihood for Membership Inference Attacks"; the authors' code nlp-titech/samia
-`src/sampling.py`, `src/eval_samia.py`): the model continues the first half of a text
-`samples` times; a text whose continuations recall more of its true second half (ROUGE-1
-recall) is more likely a member. It reads no log-probability at all, so it runs on a served
-model that gives none (`openai`, sampling only: a run of only `samia` skips the target
-statistics pass).
+Pseudo-Likelihood for Membership Inference Attacks", arXiv 2402.12991; the authors' code
+nlp-titech/samia `src/sampling.py`, `src/eval_samia.py`): the model continues the first half
+of a text `samples` times; a text whose continuations recall more of its true second half
+(ROUGE-1 recall) is more likely a member. It reads no log-probability at all, so it runs on
+a served model that gives none (`openai`, sampling only: a run of only `samia` skips the
+target statistics pass).
 
-SPEC 3b: prompt = the first floor(prefix * #words) whitespace words; reference = the
+The score: prompt = the first floor(prefix * #words) whitespace words; reference = the
 remaining words; per continuation, ROUGE-1 recall = |words(continuation) ∩ words(reference)|
 (multiset intersection) / #words(reference), times len(zlib.compress(" ".join(words)))
 of the continuation's words with zlib=true; score = the mean over the samples.

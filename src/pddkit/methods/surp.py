@@ -17,8 +17,8 @@ GRID = {"entropy_threshold": tuple(0.5 * i for i in range(1, 21)),
 
 def surp_grid(P: Padded, log_freq, entropy_threshold: Sequence[float],
               k: Sequence[float]) -> np.ndarray:
-    """[N, E*K] in row-major (threshold, k) order: S = {H < e, L < t_k}, with the SPEC's
-    fallbacks ({L < t_k}, then all tokens)."""
+    """[N, E*K] in row-major (threshold, k) order: S = {H < e, L < t_k}, with the
+    fallbacks of `surprising` ({L < t_k}, then all tokens)."""
     valid = ~np.isnan(P.L)
     L0 = np.where(valid, P.L, 0.0)
     t = _percentiles(P.L, P.n, k)  # [N, K]
@@ -41,7 +41,7 @@ def surprising(L: np.ndarray, H: np.ndarray, entropy_threshold: float,
     """(S as a mask over the tokens, fallback level): level 0 is the paper's set
     {H < threshold, L < t_k} (t_k the k-th percentile of L, numpy's linear interpolation);
     level 1, none of the tokens below t_k has low entropy: S = {L < t_k}; level 2, no token
-    is below t_k (one token, all L equal, or k = 0): S = every token (SPEC section 3)."""
+    is below t_k (one token, all L equal, or k = 0): S = every token."""
     if not 0 <= k <= 100:
         raise PddkitError(f"k is a percentile and must be in [0, 100], not {k}")
     low = L < np.percentile(L, k)
