@@ -1,6 +1,6 @@
-"""JSONL loader (SPEC section 5): `text` (or `input`), optional `label`, optional `id`,
-optional `group` (the document a text was cut from; cross-validation keeps groups
-together), optional `subset` (reported on its own too); other names via `Fields`.
+"""JSONL loader: `text` (or `input`), optional `label`, optional `id`, optional `group` (the
+document a text was cut from; cross-validation keeps groups together), optional `subset`
+(reported on its own too); other names via `Fields`.
 
 Policy for a bad line (not UTF-8, not JSON, no text, empty text, bad label):
 `on_invalid="error"` (default) stops with one sentence naming the file and line;

@@ -1,5 +1,5 @@
 """Rows (dicts from any table: JSONL line, CSV row, Parquet/Arrow record, hub row) ->
-Samples (SPEC section 5), with the field names a data set uses.
+Samples, with the field names a data set uses.
 
 Labels are 1 (member) or 0 (non-member): the numbers, booleans, or the strings "1"/"0",
 "true"/"false", "member"/"nonmember" (any case; "non-member" and "non_member" too).

@@ -1,5 +1,5 @@
-"""The shots of `recall` and `conrecall` (SPEC 3b): labelled texts put before each text
-under test, never evaluated themselves.
+"""The shots of `recall` and `conrecall`: labelled texts put before each text under test,
+never evaluated themselves.
 
 They come from `prefix_data` (any table `data` reads; its labels say which shots are
 members; the first ones of each label, in file order) or, without it, are drawn (seeded)

@@ -1,13 +1,13 @@
-"""Long documents -> consecutive N-word texts (issue 21, `--split-words N [--max-texts K]`).
+"""Long documents -> consecutive N-word texts (`--split-words N [--max-texts K]`).
 
-As the SoK of Meeus et al. 2024 (25 sequences of 200 words per book): each input row is a
-document, cut into consecutive `words`-word texts, verbatim (a text is the document's own
-characters from its first word to its last, spacing and newlines kept), `group` = the
-row's group, else its id (the document), `id` = "<document id>@<k>", label = the document's. The
-trailing words short of a full text are dropped and counted; `max_texts` keeps the first
-K texts of each document (the words past them are counted too). A document shorter
-than one text is skipped and counted. `run_dataset` applies it when RunConfig.split_words
-is set.
+As the SoK of Meeus et al. 2024 (arXiv 2406.17975; 25 sequences of 200 words per book): each
+input row is a document, cut into consecutive `words`-word texts, verbatim (a text is the
+document's own characters from its first word to its last, spacing and newlines kept),
+`group` = the row's group, else its id (the document), `id` = "<document id>@<k>", label =
+the document's. The trailing words short of a full text are dropped and counted; `max_texts`
+keeps the first K texts of each document (the words past them are counted too). A document
+shorter than one text is skipped and counted. `run_dataset` applies it when
+RunConfig.split_words is set.
 """
 
 from __future__ import annotations

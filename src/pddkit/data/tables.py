@@ -2,7 +2,7 @@
 folder, or a hub id (online, `pip install pddkit[hub]`).
 
 The format follows the file's suffix (.csv, .tsv/.tab, .parquet/.pq, a folder; anything
-else is read as JSONL, SPEC section 5). Column names come from `Fields` (defaults: `text`
+else is read as JSONL). Column names come from `Fields` (defaults: `text`
 or `input`, `label`, `id`, `group`, `subset`); labels may be 0/1, booleans or the strings
 "0"/"1", "true"/"false", "member"/"nonmember". Every bad row follows the `on_invalid`
 policy of records.py and is named by file and line (CSV, JSONL) or row (Parquet, Arrow).

@@ -1,5 +1,5 @@
 """Word-swap augmentations of `pac` (Ye et al. 2024, "Data Contamination Calibration for
-Black-box LLMs", SPEC 3b; the authors' `src/eda.py` random swap).
+Black-box LLMs", arXiv 2405.11930; the authors' `src/eda.py` random swap).
 
 The rule: the text is split on single spaces (`text.split(" ")`, so runs of spaces give
 empty words, as the reference code's), `max(1, floor(swap * #words))` times two distinct
@@ -17,7 +17,7 @@ Where pddkit differs from the reference code: the reference seeds Python's `rand
 for the whole data set (a text's copies depend on the texts before it), and its
 `swap_word` gives up after drawing the same position four times, leaving that swap out;
 here the second position is drawn among the other words, so every swap exchanges two
-distinct positions (SPEC 3b). Like the reference (its `eda` here does no cleaning), the
+distinct positions. Like the reference (its `eda` here does no cleaning), the
 words are not lower-cased or stripped of punctuation.
 """
 
@@ -55,7 +55,7 @@ def check(n_aug: int, swap: float) -> None:
 
 
 def n_swaps(n_words: int, swap: float) -> int:
-    """max(1, floor(swap * #words)) (SPEC 3b)."""
+    """max(1, floor(swap * #words))."""
     return max(1, math.floor(swap * n_words))
 
 

@@ -1,4 +1,6 @@
-"""Token frequency tables for DC-PDD (SPEC section 3): counts of ids over a reference corpus.
+"""Token frequency tables for DC-PDD (Zhang et al., "Pretraining Data Detection for Large
+Language Models: A Divergence-based Calibration Method", arXiv 2409.14781): counts of ids
+over a reference corpus.
 
 Saved as `.npz` holding `counts` (int64, length = len(tokenizer)) and `meta` (a JSON
 string: tokenizer name, vocabulary size and fingerprint, total tokens, sources). Loading
@@ -51,7 +53,7 @@ class FrequencyTable:
         return int(self.counts.sum())
 
     def log_freq(self) -> np.ndarray:
-        """[|V|] log f(v), f(v) = (c_v + 1) / (N + |V|) (add-one smoothing, SPEC section 3)."""
+        """[|V|] log f(v), f(v) = (c_v + 1) / (N + |V|) (add-one smoothing)."""
         c = self.counts.astype(np.float64)
         return np.log((c + 1.0) / (self.total_tokens + self.vocab_size))
 

@@ -1,7 +1,8 @@
 """Neighbour texts for the neighbourhood attack (Mattern et al. 2023, "Membership inference
-attacks against language models via neighbourhood comparison", sec. 3 and their code).
+attacks against language models via neighbourhood comparison", arXiv 2305.18462, sec. 3 and
+their code).
 
-The rule (SPEC section 3, `neighbor`): for each whole-word position j of the text, the
+The rule (`neighbor`): for each whole-word position j of the text, the
 masked LM, with dropout p on the input embedding at j only (scaled by 1/(1-p)), gives a
 distribution p_j over its vocabulary; its candidates are the top_k whole words c != w_j
 (the original word). Every (j, c) pair over all positions is ranked by

@@ -47,7 +47,8 @@ def _jsonable(value: object) -> object:
 
 
 def data_bytes(rows) -> bytes:
-    """The JSONL file's bytes: one object per row, fields in SPEC order, UTF-8."""
+    """The JSONL file's bytes: one object per row, fields in FIELDS order (text, label, id,
+    group, subset), UTF-8."""
     lines = (json.dumps({k: r[k] for k in FIELDS if r.get(k) is not None}, ensure_ascii=False)
              for r in rows)
     return "".join(line + "\n" for line in lines).encode("utf-8")

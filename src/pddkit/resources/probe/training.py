@@ -4,7 +4,7 @@ ACL 2024, arXiv 2406.01333, sec. 3.3-3.5).
 Auxiliary texts known to be absent from pre-training are split (by their labels, or at
 random) into a half injected into a proxy model (the target fine-tuned on them: all in
 one batch, 2 epochs) and a half that is not; the proxy is fine-tuned with float32 master
-weights whatever the model's dtype (SPEC section 3). Activations of the last token of the
+weights whatever the model's dtype. Activations of the last token of the
 prompt, at every transformer layer, from the proxy train one logistic-regression probe per
 layer. Every (proxy learning rate, layer) pair is one grid point: by default the pair
 chosen on held-out auxiliary rows is used; with a labelled validation split the engine
@@ -36,7 +36,7 @@ def fine_tune_proxy(model, tokenizer, texts: Sequence[str], lr: float, epochs: i
     adapters on every linear layer (peft) are trained instead. Seeded (dropout, adapter
     init) without touching the caller's random state.
 
-    The weights AdamW updates are `master_dtype` (float32, SPEC section 3) whatever the
+    The weights AdamW updates are `master_dtype` (float32) whatever the
     model's dtype: the whole copy is float32 and stays so for the activations, since
     casting it back to bfloat16 would round away most of an lr-1e-4 update (a bfloat16
     weight has 8 significant bits). With LoRA only the adapters are float32 (the frozen
