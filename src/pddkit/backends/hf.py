@@ -1,5 +1,5 @@
 """The `hf` backend: a Hugging Face causal LM in this process (backends/hf_loading.py loads it,
-backends/stats_pass.py is its one batched statistics pass, SPEC section 2).
+backends/stats_pass.py is its one batched statistics pass).
 
 Loaded by name (`HFBackend.load`), the model is read from disk only when it is first
 needed: a rerun whose statistics are all in the cache never loads it. `load_key()` names
@@ -328,7 +328,7 @@ class HFBackend:
 
     def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
                            truncated: Sequence[bool], desc: str = "conditioned pass") -> list[TokenStats]:
-        """TokenStats of each id sequence x given `prefix` (SPEC 3b: [start] + P + x, over
+        """TokenStats of each id sequence x given `prefix` ([start] + P + x, over
         x's positions), the prefix's key/value cache computed once and shared by every text
         (backends/prefix_pass.py); the plain pass when this model's cache cannot be shared."""
         from pddkit import progress

@@ -534,7 +534,7 @@ def hub_reachable() -> bool:
 
 
 def start_token_id(tokenizer, name: str = "model") -> int:
-    """x_0 of SPEC section 2: BOS, else EOS."""
+    """The start token x_0 put before every text: BOS, else EOS."""
     for tok_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
         if tok_id is not None:
             return int(tok_id)

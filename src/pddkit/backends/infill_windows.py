@@ -1,5 +1,5 @@
-"""`infill`'s variants with each text's key/value cache shared (SPEC 3b; the hf backend's
-optional `infill_stats`).
+"""`infill`'s variants with each text's key/value cache shared (the hf backend's optional
+`infill_stats`).
 
 A variant x' of a text x replaces x_i by the argmax v_i and is cut after i + lookahead.
 Positions before i are predicted from exactly the tokens x has there, so their statistics

@@ -1,10 +1,10 @@
-"""The `openai` backend: prompt log-probabilities from an OpenAI-compatible server (issue 10,
-section 3). Texts are tokenised here, cut to the served context, and sent as token ids
-(start token first, so the server re-tokenises nothing) to POST {api_base}/completions with
-echo, logprobs=1, max_tokens=1, temperature=0; `token_logprobs` (first entry null, last the
-generated token, both dropped) or vLLM's `prompt_logprobs` give L, after checking that the
-echo is the prompt sent (ids or token strings, and the null entry first). H and M2 need the
-full distribution: they are NaN. The HTTP side is openai_client.py.
+"""The `openai` backend: prompt log-probabilities from an OpenAI-compatible server. Texts
+are tokenised here, cut to the served context, and sent as token ids (start token first, so
+the server re-tokenises nothing) to POST {api_base}/completions with echo, logprobs=1,
+max_tokens=1, temperature=0; `token_logprobs` (first entry null, last the generated token,
+both dropped) or vLLM's `prompt_logprobs` give L, after checking that the echo is the prompt
+sent (ids or token strings, and the null entry first). H and M2 need the full distribution:
+they are NaN. The HTTP side is openai_client.py.
 
 `sample` (samia) asks the same endpoint for sampled continuations (n, temperature, top_p,
 top_k, max_tokens, seed): it works on a server that gives no log-probabilities at all,
@@ -278,7 +278,7 @@ class OpenAIBackend:
 
     def stats_given_prefix(self, prefix: Sequence[int], ids: Sequence[Sequence[int]],
                            truncated: Sequence[bool], desc: str = "conditioned pass") -> list[TokenStats]:
-        """TokenStats of each x given `prefix` (SPEC 3b): the prompt log-probabilities of
+        """TokenStats of each x given `prefix` (the shots): the prompt log-probabilities of
         [start] + P + x, x's positions kept. A server may reuse the prefix it has seen
         (vLLM's prefix caching); each request still sends it."""
         return self.stats_for_ids(ids, truncated, desc=desc, prefix=prefix)

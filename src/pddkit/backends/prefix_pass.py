@@ -1,5 +1,5 @@
-"""Statistics of texts given a shared prefix (SPEC 3b, `recall` / `conrecall`; the hf
-backend's optional `stats_given_prefix`), the prefix computed once.
+"""Statistics of texts given a shared prefix (`recall` / `conrecall`; the hf backend's
+optional `stats_given_prefix`), the prefix computed once.
 
 LL(x | P) reads log p(x_i | start, P, x_<i) over the text's own tokens. The keys and values of
 [start] + P[:-1] are computed once per call; each batch of texts starts from a copy of that

@@ -1,5 +1,5 @@
-"""Sampled continuations (SPEC 3b, `samia`): what a backend's optional `sample` operation
-returns, the per-text seed, the continuation length rule, and the `hf` sampling loop.
+"""Sampled continuations (`samia`): what a backend's optional `sample` operation returns,
+the per-text seed, the continuation length rule, and the `hf` sampling loop.
 
 The `hf` loop prefills [start] + prompt once, expands its key/value cache to the `n` rows,
 then draws one token per row and step at `temperature` with top-k (ties at the k-th logit

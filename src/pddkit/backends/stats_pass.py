@@ -1,4 +1,4 @@
-"""The statistics pass (SPEC section 2): L, H, M2 (and the argmax id, TokenStats.top) for
+"""The statistics pass: L, H, M2 (and the argmax id, TokenStats.top) for
 every text position in one forward.
 
 Texts are sorted by length and batched; the model body runs once per batch; the output
