@@ -170,6 +170,26 @@ def test_freq_that_is_not_a_table_is_refused_before_the_model_loads(tmp_path, ca
         assert f"--freq {freq} {said}" in err and "pickle" not in err, err
 
 
+def test_resources_no_method_needs_are_said_not_silently_ignored(tiny, tmp_path, capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": " ".join(WORDS[i:] + WORDS[:i]),
+                                               "label": i % 2} for i in range(8)])
+    freq = tmp_path / "f.npz"
+    freq.write_bytes(b"never read: no method of the run needs a frequency table")
+    code, _, err = run_cli(capsys, "run", "--model", tiny, "--data", data, "--methods", "loss",
+                           "--freq", freq, "--ref-model", tiny, "--mask-model", tiny,
+                           "--no-blind", "--no-report", "--output", tmp_path / "o")
+    assert code == 0, err
+    notices = json.loads((tmp_path / "o" / "results.json").read_text())["notices"]
+    for flag, need in (("--ref-model", "a reference model"), ("--freq", "a frequency table"),
+                       ("--mask-model", "a masked LM for neighbours")):
+        line = f"{flag} is given but no method of this run (loss) needs {need}: it is not used"
+        assert line in notices and line in err, (line, notices)
+    code, _, err = run_cli(capsys, "run", "--model", tiny, "--data", data, "--methods", "loss,ref",
+                           "--ref-model", tiny, "--no-blind", "--no-report",
+                           "--output", tmp_path / "o2")
+    assert code == 0 and "is not used" not in err, err  # used: nothing said
+
+
 # -- builders: a missing date or text field, and --date-field / --text-field ------------------
 
 
@@ -407,3 +427,16 @@ def test_the_report_header_counts_the_texts_the_metrics_use():
     assert lines["texts"].startswith("60 texts (30 members, 30 non-members)")
     assert lines["metrics on"] == "test part: 40 texts (20 members, 20 non-members)"
     assert "; metrics on the test part;" in repr(r)
+
+
+def test_the_sandbox_summary_points_out_a_method_below_chance():
+    from pddkit.reporting.sandbox_summary import _inverted_notes
+
+    window = {"auc": {"loss": 0.9, "probe": 0.416, "blind": 0.3},
+              "auc_ci": {"loss": [0.85, 0.95], "probe": [0.359, 0.468], "blind": [0.2, 0.4]}}
+    summary = {"sweep": None, "runs": [{"name": "run", "windows": {"128": window}}]}
+    notes = _inverted_notes(summary)
+    assert len(notes) == 1 and notes[0].startswith(  # the blind baseline is no detector
+        "128-word windows: probe: AUC 0.416 [0.359, 0.468] is significantly below 0.5")
+    summary["sweep"] = {"knob": "repeats"}
+    assert _inverted_notes(summary)[0].startswith("run, 128-word windows: probe: AUC 0.416")

@@ -6,7 +6,7 @@ each command made with `@cli.command` / `@traps.command` is a ConfigCommand, whi
 --config to its options and, once it has succeeded, writes OUTPUT/run.yaml. A new command
 or a new option is covered without any code here.
 
-The rules, as the README states them:
+The rules, as the docs page Run files states them:
 
 - keys are the long option names without the dashes (`ref-model`, `bootstrap`,
   `no-blind`, `contamination-poisson`; an argument by its name, `builder`); `ref_model` is

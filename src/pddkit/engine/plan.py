@@ -72,6 +72,23 @@ def make_plan(methods: str, resources: Resources, capabilities: Capabilities | N
     return Plan(tuple(calls), frozenset().union(*(c.spec.needs for c in calls)))
 
 
+# the options that give a resource, and the need it meets
+_RESOURCE_OPTIONS = (("ref_model", Need.REFERENCE), ("freq", Need.FREQUENCY),
+                     ("mask_model", Need.NEIGHBORS), ("neighbors_file", Need.NEIGHBORS),
+                     ("probe_data", Need.PROBE), ("probe_load", Need.PROBE),
+                     ("prefix_data", Need.SHOTS))
+
+
+def unused_resources(config: RunConfig, plan: Plan) -> list[str]:
+    """One notice per resource option given that no method of the plan needs (a model or
+    file the run would otherwise silently ignore)."""
+    labels = ", ".join(c.label for c in plan.calls) or "none"
+    return [f"`{name}` is given but no method of this run ({labels}) needs "
+            f"{need.with_article}: it is not used"
+            for name, need in _RESOURCE_OPTIONS
+            if getattr(config, name) and need not in plan.needs]
+
+
 def check_params(call: MethodCall) -> None:
     """A method's hyperparameters, tried on a small made-up observation before any model
     loads: a value the method refuses (mink:k=2) is one sentence now, not after the

@@ -17,7 +17,7 @@ from pddkit.engine.blind_job import BlindJob
 from pddkit.engine.config import RunConfig
 from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
-from pddkit.engine.plan import Resources, make_plan
+from pddkit.engine.plan import Resources, make_plan, unused_resources
 from pddkit.engine.score import ScoreTable, score
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
@@ -94,6 +94,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         _check_documents(dataset, config)  # no group, or a group with both labels
         if "classifier" in config.documents and config.freq:  # the classifier's normaliser
             plan = replace(plan, needs=plan.needs | {Need.FREQUENCY})
+    for line in unused_resources(config, plan):  # given, and silently ignored otherwise
+        logger.warning(line)
+        notices.append(line)
     if Need.FREQUENCY in plan.needs:  # a file that is not a table: one sentence, no model loaded
         from pddkit.resources.frequency import FrequencyTable
 

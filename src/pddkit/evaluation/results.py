@@ -1,4 +1,4 @@
-"""Typed run results and the files of SPEC section 6: results.json and scores.jsonl."""
+"""Typed run results and the files a run writes: results.json and scores.jsonl."""
 
 from __future__ import annotations
 

@@ -185,6 +185,21 @@ def _blind_warnings(summary: dict) -> list[str]:
         if r.get(CONTAMINATION) and r[CONTAMINATION]["blind_warn"]]
 
 
+def _inverted_notes(summary: dict) -> list[str]:
+    """A note per run, window length and detection method whose AUC interval lies wholly
+    below 0.5 (its signal is inverted on that data)."""
+    from pddkit.reporting.run_tables import inverted_notes
+
+    out = []
+    for r in summary["runs"]:
+        for w, d in r["windows"].items():
+            ms = {m: {"auc": a, "auc_ci": d["auc_ci"][m]} for m, a in d["auc"].items()
+                  if (d.get("auc_ci") or {}).get(m) is not None}
+            where = f"{r['name']}, {w}-word windows: " if summary["sweep"] else f"{w}-word windows: "
+            out += [where + n for n in inverted_notes(ms)]
+    return out
+
+
 def summary_text(summary: dict) -> str:
     line = ground_truth_line(summary)
     lines = [line] if line else []
@@ -194,7 +209,7 @@ def summary_text(summary: dict) -> str:
         lines += ["", traps_note(summary)]
     lines.append("* = best detection method in the column; blind = model-free baseline "
                  f"({BLIND_RULE})")
-    return "\n".join(lines + _blind_warnings(summary))
+    return "\n".join(lines + _inverted_notes(summary) + _blind_warnings(summary))
 
 
 def write_summary(out: str | Path, summary: dict) -> Path:
@@ -224,6 +239,8 @@ def write_summary(out: str | Path, summary: dict) -> Path:
     blocks.append(Notice(("* best detection method in the column; blind = model-free baseline, "
                           "which should stay near 0.5 here because members and non-members "
                           "are drawn from one corpus.",)))
+    if _inverted_notes(summary):
+        blocks.append(Notice(tuple(_inverted_notes(summary))))
     if summary["sweep"]:
         knob = summary["sweep"]["knob"]
         for key in _keys(summary):

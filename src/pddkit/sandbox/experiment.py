@@ -247,7 +247,9 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                         device: str, csplit=None, strap=None) -> dict:
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
+    from pddkit.engine.plan import Resources, make_plan
     from pddkit.engine.run import run_dataset
+    from pddkit.methods.base import Need
     from pddkit.reporting.report import write_report
     from pddkit.sandbox import contamination, ground_truth, shots, training, traps
     from pddkit.sandbox.split import windows
@@ -296,14 +298,22 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     del model
     lm = load_model(str(target_dir), device=device, dtype="float32")
     probe_load = None  # the probe is trained once per model, then reused for every data set
+    # the sandbox's own resources, given only to methods that use them (a run says which
+    # resources it was given and did not use)
+    needs = make_plan(cfg.methods, Resources(True, True, True, True, True)).needs
+    ref_name = ref_lm.name if Need.REFERENCE in needs else None
+    freq = str(out / "freq.npz") if (Need.FREQUENCY in needs
+                                     or "classifier" in cfg.documents) else None
 
     def score(dataset, wdir: Path, what: str, prefix_data: Path | None = None):
         nonlocal probe_load
-        rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_lm.name,
-                       freq=str(out / "freq.npz"), batch_size=32, device=device,
-                       prefix_data=None if prefix_data is None else str(prefix_data),
+        rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_name,
+                       freq=freq, batch_size=32, device=device,
+                       prefix_data=None if prefix_data is None or Need.SHOTS not in needs
+                       else str(prefix_data),
                        n_bootstrap=cfg.n_bootstrap, seed=cfg.seed, mask_model=cfg.mask_model,
-                       probe_data=None if probe_load else str(out / "reference-pool.jsonl"),
+                       probe_data=None if probe_load or Need.PROBE not in needs
+                       else str(out / "reference-pool.jsonl"),
                        probe_load=probe_load, probe_lrs=cfg.probe_lrs,
                        documents=cfg.documents if what.endswith("windows") else ())
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
