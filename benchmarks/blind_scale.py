@@ -11,7 +11,11 @@ texts at most, all of them at 100k). The seconds cover the baseline only, not re
 corpus; the peak is the whole process's (Python, the corpus, the baseline).
 
     .venv/bin/python benchmarks/blind_scale.py [--sizes 1000,10000,100000] [--repeats 1]
-        [--shared ../shared] [--json results.jsonl] [--max-texts N]
+        [--shared ../shared] [--json results.jsonl] [--max-texts N] [--plot curve.png]
+
+`--shared` is a folder holding data/wikimia/WikiMIA_length*.jsonl,
+data/arxivmia/arxiv_mia.jsonl and corpora/gutenberg/AUTHOR/*.txt (the project's ../shared).
+The figure in the docs: --sizes 1000,10000,100000 --json runs.jsonl --plot blind_scale.png.
 """
 
 from __future__ import annotations
@@ -117,11 +121,67 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--max-texts", type=int, default=None,
                     help="the baseline's stratified subsample (--blind-max-texts)")
     ap.add_argument("--json", default=None, help="append one JSON line per run here")
+    ap.add_argument("--plot", default=None,
+                    help="draw seconds and peak memory against texts (log-log) from the --json "
+                         "file's runs (without --max-texts) into this PNG; with --sizes none, "
+                         "only draw")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:  # one size, in its own process: its own peak
         print(json.dumps(measure(args.child, Path(args.shared), args.seed, args.max_texts)))
         return
+    if args.sizes != "none":
+        _check_data(Path(args.shared))
+        _measure_sizes(args)
+    if args.plot:
+        if not args.json:
+            raise SystemExit("--plot draws the runs of the --json file: give --json too")
+        _plot([json.loads(line) for line in Path(args.json).read_text().splitlines()], args.plot)
+
+
+def _check_data(shared: Path) -> None:
+    """The texts this script reads: one sentence naming what is missing."""
+    need = [shared / "data" / "wikimia", shared / "data" / "arxivmia" / "arxiv_mia.jsonl",
+            shared / "corpora" / "gutenberg"]
+    missing = [str(p) for p in need if not p.exists()]
+    if missing:
+        raise SystemExit(f"blind_scale.py reads WikiMIA, ArxivMIA and Project Gutenberg books "
+                         f"under --shared {shared}, which lacks {', '.join(missing)}: give "
+                         "--shared DIR holding data/wikimia/WikiMIA_length*.jsonl, "
+                         "data/arxivmia/arxiv_mia.jsonl and corpora/gutenberg/AUTHOR/*.txt")
+
+
+def _plot(rows: list[dict], path: str) -> None:
+    """Seconds and peak memory against the number of texts, log-log, with n and n log n
+    guides through the smallest size (the median of repeated runs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = [r for r in rows if r.get("max_texts") is None]
+    ns = sorted({r["n"] for r in rows})
+    secs = [float(np.median([r["seconds"] for r in rows if r["n"] == n])) for n in ns]
+    mem = [float(np.median([r["peak_mb"] for r in rows if r["n"] == n])) for n in ns]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    x = np.array(ns, dtype=float)
+    a.loglog(ns, secs, "o-", label="blind baseline (one core)")
+    a.loglog(x, secs[0] * x / x[0], ":", color="grey", label="∝ n")
+    a.loglog(x, secs[0] * x * np.log(x) / (x[0] * np.log(x[0])), "--", color="grey",
+             label="∝ n log n")
+    a.set(xlabel="texts", ylabel="seconds", title="time")
+    a.legend(fontsize=8)
+    b.loglog(ns, mem, "o-", color="C1")
+    b.set(xlabel="texts", ylabel="peak MB (whole process)", title="memory")
+    for ax in (a, b):
+        ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def _measure_sizes(args) -> None:
     print(f"{'texts':>7s} {'seconds':>8s} {'CPU s':>8s} {'peak MB':>8s} {'AUC':>6s}  neighbour search",
           flush=True)
     for n in [int(s) for s in args.sizes.split(",")]:
