@@ -286,8 +286,8 @@ def config_option(callback: Callable) -> click.Option:
     """--config FILE.yaml, which every command with options gets (cli/config_file.py reads it)."""
     return click.Option(["--config"], type=click.Path(), default=None, is_eager=True,
         expose_value=False, callback=callback, metavar="FILE.yaml",
-        help="Run file: YAML whose keys are the long option names (ref-model: ...), e.g. a "
-        "results folder's run.yaml; flags given here override it.")
+        help="Run file: YAML whose keys are this command's long option names without the "
+        "dashes (option-name: value), e.g. a results folder's run.yaml; flags given here override it.")
 
 
 def apply(options: Sequence[Callable]) -> Callable:
