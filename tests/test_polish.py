@@ -440,3 +440,22 @@ def test_the_sandbox_summary_points_out_a_method_below_chance():
         "128-word windows: probe: AUC 0.416 [0.359, 0.468] is significantly below 0.5")
     summary["sweep"] = {"knob": "repeats"}
     assert _inverted_notes(summary)[0].startswith("run, 128-word windows: probe: AUC 0.416")
+
+
+def test_with_bars_off_a_long_job_logs_where_it_is(monkeypatch, caplog):
+    from pddkit import progress
+
+    monkeypatch.setenv("PDDKIT_PROGRESS", "0")
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 0.0)  # a minute, in a test: at once
+    with caplog.at_level("INFO", logger="pddkit.progress"), \
+            progress.bar(230, "sampling continuations", unit="chunk") as b:
+        b.update(23)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("sampling continuations: 23/230 chunk (10%), about ")
+    assert line.endswith(" so far") and " left, " in line
+    monkeypatch.setattr(progress, "LOG_EVERY_S", 60.0)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="pddkit.progress"), \
+            progress.bar(230, "sampling continuations", unit="chunk") as b:
+        b.update(23)  # within the first minute: nothing said
+    assert caplog.records == []
