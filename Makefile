@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 # tokens (SPEC: 10, up to 1024 tokens in all) to keep the demo in minutes on a CPU
 DEMO_METHODS := all,recall,conrecall,pac,samia:samples=5,max_new_tokens=32,infill
 STAMP := $(VENV)/.installed
+# pytest-xdist workers of `make test` (each test file runs whole on one worker; the trained
+# toy models are built once and shared, tests/conftest.py)
+TEST_WORKERS ?= 2
 # NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 on every build
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
@@ -34,7 +37,7 @@ browser:
 test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(MKDOCS) build --strict --quiet
-	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q
+	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # the inner loop: the tests not marked slow
 fast: $(STAMP)

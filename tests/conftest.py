@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("PDDKIT_PROGRESS", "0")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (make test: -n 2) share the cores:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread each, set before torch loads
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -73,29 +75,61 @@ def assert_no_shared_runs(members, nonmembers, pool) -> None:
             assert sets[i].isdisjoint(sets[j]), f"toy world roles {i} and {j} share a 13-word run"
 
 
+def shared_build(tmp_path_factory, name: str, build) -> Path:
+    """`build(root)` run once per test session into a folder named `name`: with parallel
+    workers (pytest -n), the first worker builds it under a file lock and the others wait
+    for it and read it; a worker never sees a half-built folder (`done` is written last)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.mktemp(name)
+        build(root)
+        return root
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp().parent  # shared by the session's workers
+    root = base / name
+    with FileLock(str(base / f"{name}.lock")):
+        if not (root / "done").is_file():
+            root.mkdir(exist_ok=True)
+            build(root)
+            (root / "done").write_text("built\n")
+    return root
+
+
 @pytest.fixture(scope="session")
 def toy_world(tmp_path_factory) -> ToyWorld:
-    from pddkit.resources.frequency import build_frequency_table
-    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
-
-    root = tmp_path_factory.mktemp("toy")
     texts = gutenberg_paragraphs(240)
     members, nonmembers, pool = texts[:60], texts[60:120], texts[120:240]
     assert_no_shared_runs(members, nonmembers, pool)  # ground truth, checked
+    root = shared_build(tmp_path_factory, "toy",
+                        lambda r: _build_toy_world(r, members, nonmembers, pool))
+    rows = [{"id": f"m{i}", "text": t, "label": 1} for i, t in enumerate(members)]
+    rows += [{"id": f"n{i}", "text": t, "label": 0} for i, t in enumerate(nonmembers)]
+    data = root / "data.jsonl"
+    assert data.read_text() == "".join(json.dumps(r) + "\n" for r in rows)  # the same world
+    return ToyWorld(root / "target", root / "ref", root / "freq.npz", members, nonmembers, pool,
+                    data)
+
+
+def _build_toy_world(root: Path, members: list[str], nonmembers: list[str],
+                     pool: list[str]) -> None:
+    """The target trained on `members`, the reference on `pool`, the tokenizer and the
+    frequency table from `pool`, and data.jsonl of the members and non-members."""
+    from pddkit.resources.frequency import build_frequency_table
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
+
     tok = train_bpe_tokenizer(pool, vocab_size=1024)  # never sees members or non-members
     target = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=0)
     train_causal_lm(target, tok, members, epochs=40, lr=3e-3, batch_size=12, seed=0)
     ref = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=512, seed=1)
     train_causal_lm(ref, tok, pool, epochs=8, lr=3e-3, batch_size=12, seed=1)
-    target_dir, ref_dir = save(target, tok, root / "target"), save(ref, tok, root / "ref")
+    target_dir = save(target, tok, root / "target")
+    save(ref, tok, root / "ref")
     pool_file = root / "pool.jsonl"
     pool_file.write_text("".join(json.dumps({"text": t}) + "\n" for t in pool))
-    freq_path = build_frequency_table(tok, str(target_dir), [pool_file]).save(root / "freq.npz")
-    data = root / "data.jsonl"
+    build_frequency_table(tok, str(target_dir), [pool_file]).save(root / "freq.npz")
     rows = [{"id": f"m{i}", "text": t, "label": 1} for i, t in enumerate(members)]
     rows += [{"id": f"n{i}", "text": t, "label": 0} for i, t in enumerate(nonmembers)]
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return ToyWorld(target_dir, ref_dir, freq_path, members, nonmembers, pool, data)
+    (root / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 @pytest.fixture(scope="session")

@@ -438,6 +438,9 @@ def test_the_sandbox_summary_points_out_a_method_below_chance():
     notes = _inverted_notes(summary)
     assert len(notes) == 1 and notes[0].startswith(  # the blind baseline is no detector
         "128-word windows: probe: AUC 0.416 [0.359, 0.468] is significantly below 0.5")
+    window["auc_ci"]["probe"] = [None, None]  # no bootstrap: no interval, nothing to say
+    assert _inverted_notes(summary) == []
+    window["auc_ci"]["probe"] = [0.359, 0.468]
     summary["sweep"] = {"knob": "repeats"}
     assert _inverted_notes(summary)[0].startswith("run, 128-word windows: probe: AUC 0.416")
 

@@ -42,7 +42,8 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
 def inverted_notes(methods: dict) -> tuple[str, ...]:
     """One note per detection method whose AUC's 95% interval lies wholly below 0.5: on this
     data its scores rank non-members above members, the opposite of its assumption."""
-    low = [(k, m) for k, m in methods.items() if k != "blind" and m["auc_ci"][1] < 0.5]
+    low = [(k, m) for k, m in methods.items()  # no interval (no bootstrap): nothing to say
+           if k != "blind" and m["auc_ci"][1] is not None and m["auc_ci"][1] < 0.5]
     return tuple(
         f"{k}: AUC {m['auc']:.3f} [{m['auc_ci'][0]:.3f}, {m['auc_ci'][1]:.3f}] is significantly "
         "below 0.5: on this data its scores rank non-members above members, the opposite of "
