@@ -462,3 +462,14 @@ def test_with_bars_off_a_long_job_logs_where_it_is(monkeypatch, caplog):
             progress.bar(230, "sampling continuations", unit="chunk") as b:
         b.update(23)  # within the first minute: nothing said
     assert caplog.records == []
+
+
+def test_a_reference_model_that_cannot_load_is_said_before_the_target_loads(tiny, tmp_path,
+                                                                             capsys):
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": " ".join(WORDS[i:] + WORDS[:i]),
+                                               "label": i % 2} for i in range(8)])
+    code, _, err = run_cli(capsys, "run", "--model", tiny, "--data", data, "--methods",
+                           "loss,ref", "--ref-model", tmp_path / "no-such-model", "--no-blind",
+                           "--output", tmp_path / "o")
+    assert code == 1 and f"reference model path {tmp_path / 'no-such-model'} does not exist" in err
+    assert "loaded model" not in err and "target pass" not in err, err  # nothing loaded first

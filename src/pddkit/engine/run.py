@@ -246,6 +246,20 @@ def _document_level(dataset: Dataset, config: RunConfig, table, results, test_id
         classifier=DocumentClassifier(features=config.doc_features, seed=config.seed))
 
 
+def _check_reference_source(config: RunConfig) -> None:
+    """A reference model loaded here that cannot load (a folder that does not exist, a hub
+    id neither cached nor reachable): one sentence before the target loads."""
+    if (config.ref_backend or "hf") != "hf" or not isinstance(config.ref_model, str):
+        return
+    from pddkit.backends.hf_loading import check_source, resolve_adapter
+
+    base, _ = resolve_adapter(config.ref_model, config.ref_adapter, role="reference model",
+                              revision=config.revision,
+                              local_files_only=config.local_files_only, hub=False)
+    check_source(base, "reference model", config.trust_remote_code, config.revision,
+                 config.local_files_only)
+
+
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
                   test_idx, val_dataset, notices: list[str], opened: list[Backend], shots=None):
     """Load the backends as the passes need them and score: the ScoreTable."""
@@ -256,6 +270,8 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         opened.append(executor.prepare(load_backend(config, role, given)))
         return opened[-1]
 
+    if Need.REFERENCE in plan.needs and ref_model is None:
+        _check_reference_source(config)  # not after the target has loaded and scored
     target = load("model", model)
     load_time = time.perf_counter() - t0
     ctx = PassContext(
