@@ -52,26 +52,25 @@ def texts(n=300, seed=0):
     return out[:n] + ODD
 
 
+def _assert_same_counts(ours, docs, **vectorizer) -> None:
+    """`ours` equals CountVectorizer(**vectorizer)'s counts of `docs`, column for column."""
+    theirs = CountVectorizer(dtype=np.float64, **vectorizer).fit_transform(docs).tocsr()
+    theirs.sort_indices()
+    assert ours.shape == theirs.shape and ours.has_sorted_indices
+    np.testing.assert_array_equal(ours.indptr, theirs.indptr)
+    np.testing.assert_array_equal(ours.indices, theirs.indices)
+    np.testing.assert_array_equal(ours.data, theirs.data)
+
+
 def test_words_and_char_ngrams_counted_with_numpy_equal_countvectorizer():
     docs = texts(150)
     for lowercase in (False, True):
         ours = char_wb_counts(docs, (3, 5), lowercase, chunk_chars=5000)  # many chunks
-        theirs = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=lowercase,
-                                 dtype=np.float64).fit_transform(docs).tocsr()
-        theirs.sort_indices()
-        assert ours.shape == theirs.shape and ours.has_sorted_indices
-        np.testing.assert_array_equal(ours.indptr, theirs.indptr)
-        np.testing.assert_array_equal(ours.indices, theirs.indices)
-        np.testing.assert_array_equal(ours.data, theirs.data)
+        _assert_same_counts(ours, docs, analyzer="char_wb", ngram_range=(3, 5),
+                            lowercase=lowercase)
     for ngram_range, lowercase in (((1, 2), True), ((1, 3), True), ((2, 2), False)):
         ours = word_counts(docs, ngram_range, lowercase, chunk_docs=50)  # many chunks
-        theirs = CountVectorizer(ngram_range=ngram_range, lowercase=lowercase,
-                                 dtype=np.float64).fit_transform(docs).tocsr()
-        theirs.sort_indices()
-        assert ours.shape == theirs.shape and ours.has_sorted_indices
-        np.testing.assert_array_equal(ours.indptr, theirs.indptr)
-        np.testing.assert_array_equal(ours.indices, theirs.indices)
-        np.testing.assert_array_equal(ours.data, theirs.data)
+        _assert_same_counts(ours, docs, ngram_range=ngram_range, lowercase=lowercase)
     assert word_counts(["", "a b"], (1, 2), True) is None  # no word: the vectorizer says so
     with pytest.raises(ValueError, match="empty vocabulary"):
         count_matrix(["", "a b"], "word", (1, 2), True)

@@ -95,8 +95,7 @@ class HFBackend:
             DTYPES,
             check_device,
             check_quantize,
-            check_source,
-            resolve_adapter,
+            checked_source,
         )
 
         if dtype not in DTYPES:
@@ -115,10 +114,9 @@ class HFBackend:
             options["adapter"] = adapter
         if quantize is not None:
             options["quantize"] = quantize
-        # local adapter folders now (one sentence for a bad one); hub ids when loading
-        base, with_adapter = resolve_adapter(name, adapter, role=role, revision=revision,
-                                             local_files_only=local_files_only, hub=False)
-        local_files_only = check_source(base, role, trust_remote_code, revision, local_files_only)
+        base, with_adapter, local_files_only = checked_source(
+            name, adapter, role=role, trust_remote_code=trust_remote_code, revision=revision,
+            local_files_only=local_files_only)
         options["local_files_only"] = local_files_only
         backend = cls(None, batch_size=batch_size, padding_side=padding_side,
                       max_length=max_length, spec=BackendSpec("hf", name, tuple(sorted(options.items()))),

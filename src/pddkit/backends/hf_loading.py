@@ -135,17 +135,30 @@ def resolve_device_dtype(device: str, dtype: str) -> tuple[str, str]:
 
 
 def check_source(name: str, role: str, trust_remote_code: bool, revision: str | None,
-                 local_files_only: bool) -> bool:
+                 local_files_only: bool, reachable: bool | None = None) -> bool:
     """Refuse a local path that does not exist, or a hub id neither cached nor reachable
-    (one sentence, in seconds); returns `local_files_only` as loading should use it."""
+    (one sentence, in seconds); returns `local_files_only` as loading should use it.
+    `reachable`: hub_reachable()'s answer when the caller has it (else it is asked)."""
     if looks_local(name):
         if not Path(name).expanduser().exists():
             raise PddkitError(f"{role} path {name} does not exist")
         _refuse_sandbox_folder(name, role)
         return local_files_only
     if not local_files_only:
-        return _hub_files_needed(name, role, trust_remote_code, revision)
+        return _hub_files_needed(name, role, trust_remote_code, revision, reachable)
     return local_files_only
+
+
+def checked_source(name: str, adapter: str | None, *, role: str, trust_remote_code: bool,
+                   revision: str | None, local_files_only: bool) -> tuple[str, str | None, bool]:
+    """(base model, adapter, `local_files_only` as loading should use it) for `name` with
+    `adapter`, refused in one sentence now if it cannot load: a bad local adapter folder, a
+    missing local path, a hub id neither cached nor reachable. Hub adapters are looked up
+    when loading."""
+    base, with_adapter = resolve_adapter(name, adapter, role=role, revision=revision,
+                                         local_files_only=local_files_only, hub=False)
+    return base, with_adapter, check_source(base, role, trust_remote_code, revision,
+                                            local_files_only)
 
 
 def _refuse_sandbox_folder(name: str, role: str) -> None:
@@ -188,11 +201,13 @@ def load_model(
     check_quantize(quantize, device)  # one sentence before anything loads
     given = name
     # an unreachable hub: adapter configs are looked up in the cache only (no retries)
-    lookup_offline = local_files_only or (
-        any(n is not None and not looks_local(n) for n in (name, adapter)) and not hub_reachable())
+    reachable = None if local_files_only or all(
+        n is None or looks_local(n) for n in (name, adapter)) else hub_reachable()
     name, adapter = resolve_adapter(name, adapter, role=role, revision=revision,
-                                    local_files_only=lookup_offline, hub=True)
-    local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only)
+                                    local_files_only=local_files_only or reachable is False,
+                                    hub=True)
+    local_files_only = check_source(name, role, trust_remote_code, revision, local_files_only,
+                                    reachable=reachable)
     device = pick_device(device)
     torch_dtype = pick_dtype(dtype, device)
     src, common = _source(name, trust_remote_code, local_files_only, revision)
@@ -489,7 +504,8 @@ def check_causal(config, name: str, role: str = "model",
                           "next-token probabilities every method reads")
 
 
-def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: str | None) -> bool:
+def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: str | None,
+                      reachable: bool | None = None) -> bool:
     """Whether a hub id can load from the local cache alone (then: no network at all). If
     it cannot and the hub is unreachable, one sentence now instead of minutes of retries."""
     import os
@@ -505,7 +521,7 @@ def _hub_files_needed(name: str, role: str, trust_remote_code: bool, revision: s
         cached = True  # at least its config is cached; weights may still be missing
     except (OSError, ValueError, KeyError):
         cached = False
-    if hub_reachable():
+    if hub_reachable() if reachable is None else reachable:
         return False  # reachable: load as usual (the cache is used where it has the files)
     if cached:
         return True  # offline, but cached: load from the cache

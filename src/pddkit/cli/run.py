@@ -31,13 +31,6 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.data import load_table
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
-    from pddkit.reporting.terminal import (
-        documents_table,
-        metrics_table,
-        scored_line,
-        unlabelled_summary,
-        validation_table,
-    )
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
@@ -76,10 +69,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     # notices as a command-line user reads them (flags, not parameter names), saved so too
     result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
     out = result.write(output)
-    click.echo(scored_line(result))
-    if result.labelled:
-        click.echo(metrics_table(result))
-    else:
+    preview = None
+    if not result.labelled:  # the likeliest members are shown with their texts
         # by id: the run may have cut the rows into texts (split_words) or left some out
         scored = dataset
         if split_words is not None:
@@ -87,11 +78,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
 
             scored = split_documents(dataset, split_words, max_texts)
         text_of = {s.id: s.text for s in scored.samples}
-        click.echo(unlabelled_summary(result, top=10, texts=[text_of[i] for i in result.ids]))
-    if result.validation:
-        click.echo(validation_table(result))
-    if result.documents is not None:
-        click.echo(documents_table(result))
+        preview = [text_of[i] for i in result.ids]
+    click.echo(result.summary(texts=preview))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
     if result.labelled and not no_report:
         import json

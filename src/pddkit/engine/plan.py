@@ -72,6 +72,12 @@ def make_plan(methods: str, resources: Resources, capabilities: Capabilities | N
     return Plan(tuple(calls), frozenset().union(*(c.spec.needs for c in calls)))
 
 
+def needs_of(methods: str) -> frozenset[Need]:
+    """What `methods` would need were every resource given (a caller holding resources of
+    its own, as the sandbox does, gives each only to the methods that use it)."""
+    return make_plan(methods, Resources(True, True, True, True, True)).needs
+
+
 # the options that give a resource, and the need it meets
 _RESOURCE_OPTIONS = (("ref_model", Need.REFERENCE), ("freq", Need.FREQUENCY),
                      ("mask_model", Need.NEIGHBORS), ("neighbors_file", Need.NEIGHBORS),

@@ -251,13 +251,11 @@ def _check_reference_source(config: RunConfig) -> None:
     id neither cached nor reachable): one sentence before the target loads."""
     if (config.ref_backend or "hf") != "hf" or not isinstance(config.ref_model, str):
         return
-    from pddkit.backends.hf_loading import check_source, resolve_adapter
+    from pddkit.backends.hf_loading import checked_source
 
-    base, _ = resolve_adapter(config.ref_model, config.ref_adapter, role="reference model",
-                              revision=config.revision,
-                              local_files_only=config.local_files_only, hub=False)
-    check_source(base, "reference model", config.trust_remote_code, config.revision,
-                 config.local_files_only)
+    checked_source(config.ref_model, config.ref_adapter, role="reference model",
+                   trust_remote_code=config.trust_remote_code, revision=config.revision,
+                   local_files_only=config.local_files_only)
 
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,16 +64,17 @@ class RunResult:
                 f"{'; metrics on the test part' if self.splits else ''}; .summary() for the "
                 "table>")
 
-    def summary(self) -> str:
+    def summary(self, texts: Sequence[str] | None = None) -> str:
         """What `pddkit run` prints: the scored line, then the metrics table (AUC with its
         95% CI, TPR at 1/5/10% FPR, the blind baseline's verdict) for labelled texts or score
-        statistics and the likeliest members for unlabelled ones, then the validation and
-        document-level tables when the run has them."""
+        statistics and the likeliest members for unlabelled ones (`texts`, in `ids` order,
+        add a preview of each), then the validation and document-level tables when the run
+        has them."""
         from pddkit.reporting import terminal
 
         parts = [terminal.scored_line(self)]
         parts.append(terminal.metrics_table(self) if self.labelled
-                     else terminal.unlabelled_summary(self))
+                     else terminal.unlabelled_summary(self, top=10, texts=texts))
         if self.validation:
             parts.append(terminal.validation_table(self))
         if self.documents is not None:

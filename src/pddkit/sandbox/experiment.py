@@ -247,7 +247,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                         device: str, csplit=None, strap=None) -> dict:
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
-    from pddkit.engine.plan import Resources, make_plan
+    from pddkit.engine.plan import needs_of
     from pddkit.engine.run import run_dataset
     from pddkit.methods.base import Need
     from pddkit.reporting.report import write_report
@@ -300,7 +300,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     probe_load = None  # the probe is trained once per model, then reused for every data set
     # the sandbox's own resources, given only to methods that use them (a run says which
     # resources it was given and did not use)
-    needs = make_plan(cfg.methods, Resources(True, True, True, True, True)).needs
+    needs = needs_of(cfg.methods)
     ref_name = ref_lm.name if Need.REFERENCE in needs else None
     freq = str(out / "freq.npz") if (Need.FREQUENCY in needs
                                      or "classifier" in cfg.documents) else None

@@ -231,13 +231,13 @@ def place(generated: TrapFolder, split, out: Path, *, repeats, tokenizer=None,
 def evaluate(cfg, out: Path, run_dir: Path, lm, ref_lm, device: str) -> dict:
     """Score RUN/traps with the run's target `lm` (traps detect), write its results there,
     and return the run entry's `traps`: counts and AUC per (length, repeats) cell."""
-    from pddkit.engine.plan import Resources, make_plan
+    from pddkit.engine.plan import needs_of
     from pddkit.methods.base import Need
     from pddkit.studies.traps.detect import detect_traps
 
     folder = run_dir / FOLDER
     methods = methods_for_traps(cfg.methods)
-    needs = make_plan(methods, Resources(True, True, True, True, True)).needs  # given if used
+    needs = needs_of(methods)  # the sandbox's reference model and table: given if used
     result = detect_traps(folder, lm, ref_model=ref_lm if Need.REFERENCE in needs else None,
                           freq=str(out / "freq.npz") if Need.FREQUENCY in needs else None,
                           methods=methods, n_bootstrap=cfg.n_bootstrap,
