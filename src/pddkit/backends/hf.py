@@ -317,6 +317,13 @@ class HFBackend:
         """Token ids of `text` (add_special_tokens=False), never cut (recall's shots)."""
         return list(self._tokenizer_view().tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def added_prefix_ids(self) -> list[int]:
+        """The special ids the tokenizer puts before a text by default (its BOS, if it adds
+        one): recall's `variant=reference`."""
+        from pddkit.backends.prefix_pass import added_prefix
+
+        return added_prefix(self._tokenizer_view().tokenizer)
+
     def context_limit(self) -> int | None:
         """Tokens a sequence may hold, start token included: the context and `max_length`."""
         limit = self._tokenizer_view().context_length

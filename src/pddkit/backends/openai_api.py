@@ -268,6 +268,13 @@ class OpenAIBackend:
         """Token ids of `text` (add_special_tokens=False), never cut (recall's shots)."""
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def added_prefix_ids(self) -> list[int]:
+        """The special ids the tokenizer puts before a text by default (its BOS, if it adds
+        one): recall's `variant=reference`."""
+        from pddkit.backends.prefix_pass import added_prefix
+
+        return added_prefix(self.tokenizer)
+
     def context_limit(self) -> int | None:
         """Tokens a prompt may hold, start token included: the served context (less the one
         token generated) and `max_length`."""

@@ -28,6 +28,21 @@ logger = logging.getLogger(__name__)
 CHECK_ATOL = 1e-3  # log-probabilities: the shared prefix against the plain pass
 
 
+def added_prefix(tokenizer) -> list[int]:
+    """The special ids `tokenizer` puts before a text when it adds its special tokens (its
+    default `tokenizer(text)`): Llama's, Mistral's or OPT's BOS; none for GPT-2, Pythia or
+    Qwen. recall's `variant=reference` feeds them between prefix and text, as the authors'
+    code does (it concatenates `tokenizer(P)` and `tokenizer(x)`)."""
+    special = set(getattr(tokenizer, "all_special_ids", None) or [])
+    ids = list(tokenizer("a")["input_ids"])
+    out = []
+    for t in ids:
+        if int(t) not in special:
+            break
+        out.append(int(t))
+    return out
+
+
 def shared_prefix_stats(runner, prefix: Sequence[int], seqs: Sequence[Sequence[int]],
                         truncated: Sequence[bool], batch_size: int) -> list[TokenStats]:
     """TokenStats of each text given `prefix` (module docstring); `prefix` is not empty."""
