@@ -74,6 +74,28 @@ def test_polarized_distance_and_score_follow_spec_on_hand_made_statistics():
     assert pac(keyed, n_aug=1, swap=0.5) == pytest.approx(-(8 - 6.5))
 
 
+def test_skip_first_leaves_each_sequences_first_token_out_of_pd():
+    from pddkit.methods.base import METHODS, MethodCall
+
+    # the text: L_1 = -20 is its least likely token; the copy: L_1 = -0.1 its likeliest
+    text_L = [-20.0, -1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0, -9.0]
+    copy_L = [-0.1, -2.0, -2.0, -2.0, -6.0]
+    o = obs(TEXT, text_L, [copy_L])
+    # every token: PD(text) = -1 - mean(-20, -9, -8) (1 largest; floor(3.0) = 3 smallest)
+    # = -1 + 37/3; PD(copy) = -0.1 - (-6) (1 largest; floor(1.5) = 1 smallest) = 5.9
+    assert pac(o, n_aug=1) == pytest.approx(-((-1 + 37 / 3) - 5.9))
+    # skip_first: PD(text) over 9 tokens = -1 - mean(-9, -8) (floor(2.7) = 2 smallest) = 7.5;
+    # PD(copy) over [-2, -2, -2, -6] = -2 - (-6) = 4
+    assert pac(o, n_aug=1, skip_first=True) == pytest.approx(-(7.5 - 4.0))
+    # a text of one token keeps it (PD 0, nothing else to compare), counted; the copy
+    # [-1, -1, -5] without its first token: PD = -1 - (-5) = 4
+    one = obs(TEXT, [-3.0], [[-1.0, -1.0, -5.0]])
+    assert pac(one, n_aug=1, skip_first=True) == pytest.approx(-(0.0 - 4.0))
+    params = {**METHODS.get("pac").defaults, "skip_first": True}
+    call = MethodCall(METHODS.get("pac"), params, "pac")
+    assert "have one token" in call.fallback(one) and call.fallback(o) is None
+
+
 def test_a_one_word_text_scores_0_and_is_counted_as_a_fallback():
     from pddkit.methods.base import METHODS, MethodCall
 
@@ -180,37 +202,83 @@ def trail(res) -> dict:
     return {(r["id"], r["method"]): r["texts"] for r in res.trail["augmentations.jsonl"]}
 
 
-def test_score_recomputed_by_hand_from_the_written_augmentations(tiny, backend, tmp_path):
-    from pddkit.backends import token_stats
+def plain_L(lm, text: str, limit: int = 63) -> tuple[list[int], np.ndarray]:
+    """(x's ids, L) from one unbatched forward of [start] + x (start 0, the tiny model's BOS),
+    x cut to the `limit` tokens a 64-token context leaves after the start token."""
+    import torch
 
-    res = run(tiny, TEXTS, methods="pac,pac:n_aug=2,swap=0.5", out=tmp_path)
+    ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"][:limit]
+    with torch.no_grad():
+        logits = lm.model(torch.tensor([[0, *ids]])).logits[0, :-1]
+    logp = torch.log_softmax(logits.double(), -1)
+    return ids, logp[torch.arange(len(ids)), torch.tensor(ids)].numpy()
+
+
+def pd_by_hand(L, high: float = 0.05, low: float = 0.3) -> float:
+    """Ye et al.'s polarised distance, written out: the mean of the int(high * n) (at least
+    one) largest minus the mean of the int(low * n) (at least one) smallest."""
+    s = sorted(float(v) for v in L)
+    far, near = max(1, int(high * len(s))), max(1, int(low * len(s)))
+    return sum(s[-far:]) / far - sum(s[:near]) / near
+
+
+def check_copy(copy: str, span: str, m: int) -> None:
+    """A copy is the span's single-space words permuted by m swaps of distinct positions:
+    the same words re-joined with single spaces, at most 2m of them moved, and (words all
+    distinct) the permutation's parity that of m transpositions."""
+    words, got = span.split(" "), copy.split(" ")
+    assert sorted(got) == sorted(words) and " ".join(got) == copy
+    assert sum(a != b for a, b in zip(got, words)) <= 2 * m
+    if len(set(words)) == len(words):
+        assert parity([words.index(w) for w in got]) == m % 2
+
+
+def test_score_recomputed_by_hand_from_the_written_augmentations(tiny, tmp_path):
+    from pddkit.backends.hf_loading import load_model
+
+    lm = load_model(str(tiny), device="cpu", dtype="float32")
+    res = run(tiny, TEXTS, methods="pac,pac:n_aug=2,swap=0.5,pac:skip_first=true", out=tmp_path)
     rows = [json.loads(x) for x in (tmp_path / "augmentations.jsonl").read_text().splitlines()]
     scores = [json.loads(x) for x in (tmp_path / "scores.jsonl").read_text().splitlines()]
-    labels = {"pac:n_aug=5,swap=0.3,high=0.05,low=0.3": (5, 0.3),
-              "pac:n_aug=2,swap=0.5,high=0.05,low=0.3": (2, 0.5)}
-    assert {r["method"] for r in rows} == set(labels) and len(rows) == 2 * len(TEXTS)
-    target = {f"t{i}": s for i, s in enumerate(token_stats(backend, TEXTS))}
-    assert target["t4"].truncated  # the tiny model's 64-token context cuts the long text
+    # method label -> (n_aug, swap, skip_first)
+    labels = {"pac:n_aug=5,swap=0.3,high=0.05,low=0.3,skip_first=False": (5, 0.3, False),
+              "pac:n_aug=2,swap=0.5,high=0.05,low=0.3,skip_first=False": (2, 0.5, False),
+              "pac:n_aug=5,swap=0.3,high=0.05,low=0.3,skip_first=True": (5, 0.3, True)}
+    assert {r["method"] for r in rows} == set(labels) and len(rows) == 3 * len(TEXTS)
+    by = {(r["id"], r["method"]): r["texts"] for r in rows}
     for r in rows:
-        n_aug, swap = labels[r["method"]]
-        own = target[r["id"]]
-        span = backend.decode(own.ids.tolist()) if own.truncated else TEXTS[int(r["id"][1:])]
-        assert tuple(r["texts"]) == augment(span, n_aug, swap, 0)  # the span's, run seed 0
-        assert all(sorted(t.split(" ")) == sorted(span.split(" ")) for t in r["texts"])
-        if r["id"] == "t2":  # one word
+        n_aug, swap, skip = labels[r["method"]]
+        text = TEXTS[int(r["id"][1:])]
+        ids, L = plain_L(lm, text)
+        # the text the copies permute: the scored span, the decoded 63 tokens of a cut text
+        span = lm.tokenizer.decode(ids) if len(ids) < len(lm.tokenizer(text)["input_ids"]) else text
+        assert r["id"] != "t4" or span != text  # the long text is cut (t1 too, in characters)
+        assert len(r["texts"]) == n_aug
+        m = max(1, int(swap * len(span.split(" "))))  # swaps per copy, by the SPEC's rule
+        if r["id"] == "t2":  # one word: the copies are the text, the score 0
             assert r["texts"] == ["Solitary"] * n_aug
             want = 0.0
         else:
             assert all(t != span for t in r["texts"])  # these texts repeat no word pair
-            pd = [polarized_distance(s.L, 0.05, 0.3) for s in token_stats(backend, r["texts"])]
-            want = -(polarized_distance(own.L, 0.05, 0.3) - np.mean(pd))
+            for c in r["texts"]:
+                check_copy(c, span, m)
+            cut = (lambda v: v[1:]) if skip else (lambda v: v)  # noqa: E731
+            copies = [pd_by_hand(cut(plain_L(lm, t)[1])) for t in r["texts"]]
+            want = -(pd_by_hand(cut(L)) - sum(copies) / len(copies))
         got = next(s[r["method"]] for s in scores if s["id"] == r["id"])
-        assert got == pytest.approx(want, rel=1e-5, abs=1e-6), r
+        # each L: the pass's float32 batched forward against one unbatched float32 forward
+        # here, ~1e-6 apart on log-probabilities of about -6; a PD is the difference of two
+        # means of them (<= 2e-6), the score a PD minus a mean of PDs (<= 4e-6): 1e-5 bounds
+        # it (measured: 4e-7)
+        assert got == pytest.approx(want, abs=1e-5), r
+    # calls differing only in skip_first share the copies (same swap rate, the first 5)
+    plain, skipped = list(labels)[0], list(labels)[2]
+    assert all(by[(f"t{i}", plain)] == by[(f"t{i}", skipped)] for i in range(len(TEXTS)))
     counts = res.counts
     assert counts["augmented_texts"] == len({t for r in rows for t in r["texts"]})
     assert counts["fallbacks"] == {lab: {"are one word (no swap possible): their copies equal "
                                          "the text, scored 0": 1} for lab in labels}
-    assert sum("1 of 6 texts" in n and "one word" in n for n in res.notices) == 2
+    assert sum("1 of 6 texts" in n and "one word" in n for n in res.notices) == 3
     assert "augmentations" in counts["truncated"]
 
 
@@ -220,8 +288,10 @@ def test_same_copies_and_scores_for_batch_1_and_16_in_any_order(tiny):
     assert trail(a) == trail(b)
     sa = dict(zip(a.ids, a.scores()["pac"]))
     sb = dict(zip(b.ids, b.scores()["pac"]))
+    # float32 rounding of another batch shape: ~1e-6 on each log-probability, <= 4e-6 on a
+    # score (a PD minus a mean of PDs, each the difference of two means): 1e-5 bounds it
     for k in sa:
-        assert sa[k] == pytest.approx(sb[k], rel=1e-5, abs=1e-6), k
+        assert sa[k] == pytest.approx(sb[k], abs=1e-5), k
 
 
 def test_a_rerun_with_the_cache_scores_no_copy_again(tiny, tmp_path):
@@ -257,5 +327,7 @@ def test_the_openai_backend_scores_pac_as_the_hf_backend(tiny):
                            api_base=server.api_base, api_key_env=None, tokenizer=str(tiny))
         sent = len(server.behaviour.requests)
     want = pddkit.score(texts, lm, methods="pac")
-    np.testing.assert_allclose(got["pac"], want["pac"], rtol=1e-4, atol=1e-5)
+    # the server's unbatched float32 forward against the local batched one: <= 4e-6 on a
+    # score, as in the batch test above; 1e-5 bounds it
+    np.testing.assert_allclose(got["pac"], want["pac"], rtol=0, atol=1e-5)
     assert sent >= len(texts) + 5 * (len(texts) - 1)  # the copies went to the server too
