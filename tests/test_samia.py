@@ -53,6 +53,8 @@ def test_rouge1_recall_and_zlib_follow_spec_on_hand_made_strings():
     assert split_words(text, 0.3) == (["one", "two"], text.split()[2:])  # floor(2.4) = 2
     # multiset: "six" counts twice at most, "five" once; prompt words ("one") never count
     conts = ("six six six five one", "seven\nfive  eight", "", "one two three four")
+    # below: quarters, their means and small integers times them, exact in float64 but for
+    # the order of a sum (an ulp, 1e-16): pytest.approx's default 1e-6 is far above it
     assert rouge1_recall(conts[0], ["five", "six", "six", "seven"]) == pytest.approx(3 / 4)
     assert rouge1_recall(conts[1], ["five", "six", "six", "seven"]) == pytest.approx(2 / 4)
     obs = Observation(text=text, target=EMPTY, samples=conts)
@@ -121,7 +123,18 @@ def trail(res) -> dict:
 
 
 @pytest.mark.slow
-def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path):
+def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path, monkeypatch):
+    from pddkit.backends import sampling
+
+    drawn = []  # (prompt tokens, continuations, max_new) of every call of the sampler
+    real = sampling.sample_ids
+
+    def counting(model, prompt, n, **kw):
+        rows = real(model, prompt, n, **kw)
+        drawn.append((len(prompt), len(rows), kw["max_new"]))
+        return rows
+
+    monkeypatch.setattr(sampling, "sample_ids", counting)
     methods = "samia:max_new_tokens=24,samia:samples=4,zlib=true,max_new_tokens=24,samia:samples=3,prefix=0.3"
     res = run(tiny, TEXTS, methods=methods, out=tmp_path)
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text("utf-8").split("\n") if x]
@@ -139,6 +152,8 @@ def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path):
         assert r["prompt"] == " ".join(words[:int(prefix * len(words))])
         assert len(r["continuations"]) == n
         want = words_score(text, r["continuations"], prefix, use_zlib)
+        # recalls (counts over counts), times zlib sizes, averaged: float64 in another order of
+        # operations than pddkit's, a few ulp (1e-15 relative) apart; 1e-9 is far above it
         assert scores[r["id"]][r["method"]] == pytest.approx(want, rel=1e-9, abs=1e-12)
         hits += want > 0
     assert hits >= 1  # the check is not all zeros (seeded: the same rows each run)
@@ -146,7 +161,15 @@ def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path):
     plain, z = list(labels)[:2]
     assert all(by[(f"t{i}", z)]["continuations"] == by[(f"t{i}", plain)]["continuations"][:4]
                for i in range(len(TEXTS)))
-    assert res.counts["sampled_continuations"] == (10 + 3) * len(TEXTS)  # two parameter sets
+    # what the model sampled: one call per text for each of the two parameter sets (prefix
+    # 0.5, max_new_tokens=24: 10 rows, shared by the zlib call's 4; prefix 0.3, no cap: 3),
+    # never one for the zlib call, and the count results.json reports is that number
+    assert sorted(rows for _, rows, _ in drawn) == [3] * len(TEXTS) + [10] * len(TEXTS)
+    # the budget: the 64-token context (below the 1024 tokens of the rule) less [start] + the
+    # prompt's tokens, and max_new_tokens where given
+    assert all(cap == min(24, 64 - p) for p, rows, cap in drawn if rows == 10)
+    assert all(cap == 64 - p for p, rows, cap in drawn if rows == 3)
+    assert res.counts["sampled_continuations"] == sum(rows for _, rows, _ in drawn) == 65
     assert res.counts["tokens"]["target"] == 0  # samia alone: no target pass
 
 
@@ -268,6 +291,7 @@ def test_samia_alone_runs_on_a_server_without_log_probabilities(tiny, served, tm
     for r in res.trail["samples.jsonl"]:
         assert len(r["continuations"]) == 3
         want = words_score(TEXTS[int(r["id"][1:])], r["continuations"])
+        # the same arithmetic in another order: a few ulp; approx's default 1e-6 is above it
         assert res.scores()["samia"][int(r["id"][1:])] == pytest.approx(want)
     assert not res.notices
     with pytest.raises(PddkitError, match="does not return prompt log-probabilities"):

@@ -54,6 +54,8 @@ def infill_ratios(x: TokenStats, infill, lookahead: int = 5,
     for i, v in infill:
         i = int(i)
         end = min(i + 1 + lookahead, n)  # positions i .. end-1
+        if variant == "reference":  # the authors' lookahead never reaches the last token
+            end = max(i + 1, min(end, n - 1))
         if not 0 <= i < n or len(v) < end:
             raise PddkitError(f"infill: the variant at position {i} holds {len(v)} tokens, "
                               f"and a text of {n} tokens with lookahead={lookahead} needs {end}")
@@ -104,21 +106,19 @@ def infill(obs: Observation, *, k: float = 0.2, lookahead: int = 5,
     this formula: each position j standardised with its own mean and variance in its own
     sequence. `obs.infill` holds (i, statistics of x') for each non-argmax position.
 
-    `variant="reference"` is what the authors' `calculateInfillPerplexity` computes: every
-    term of r_i, the later positions j included, is standardised with position i's mean
-    and standard deviation, mu_i = -H_i and sigma_i = sqrt(M2_i - H_i^2) for x, and for x'
-    mu'_i = -H_i(x') with sigma'_i = sqrt(M2_i(x') - H_i(x)^2) (the code squares x's mean
-    in x''s variance, `sigma_opt = ... - torch.square(mu)`). Position i's distribution
-    conditions on x_<i only, the same in x and x', so both normalisers are x's own at i
-    and r_i = [(L_i(x) - log P_i(v_i)) + sum_j (L_j(x) - L_j(x'))] / sigma_i.
-
-    Where pddkit differs from the reference code, in both variants: every text token is
-    scored (a start token, BOS or else EOS, is prepended; the reference never scores the
-    first token of a tokenizer without BOS); the sum over j runs to position n (the
-    reference's loop, `range(i, min(i + token_len, token_count - 3))`, never reaches the
-    text's last token); m = max(1, floor(k*n)) (the reference takes int(k*n), an empty mean
-    for short texts); a (near) one-point distribution's variance is floored instead of
-    giving NaN, which the reference turns into 0 (`np.nan_to_num`)."""
+    `variant="reference"` is what the authors' `calculateInfillPerplexity` computes
+    (neginraoof/mink-plus-plus run.py:20-73): every term of r_i, the later positions j
+    included, is standardised with position i's mean and standard deviation, mu_i = -H_i and
+    sigma_i = sqrt(M2_i - H_i^2) for x, and for x' mu'_i = -H_i(x') with sigma'_i =
+    sqrt(M2_i(x') - H_i(x)^2) (the code squares x's mean in x''s variance, run.py:54).
+    Position i's distribution conditions on x_<i only, the same in x and x', so both
+    normalisers are x's own at i and r_i = [(L_i(x) - log P_i(v_i)) + sum_j (L_j(x) -
+    L_j(x'))] / sigma_i; and the sum over j stops at min(i + lookahead, n - 1), never
+    reaching the last token (their `range(i, min(i + token_len, token_count - 3))`,
+    run.py:64). With a tokenizer that puts a BOS before a text it is their r_i exactly;
+    without one their code has no r for x_1 and predicts x_2 from x_1 alone (no start
+    token), which pddkit does not reproduce. Every difference from the authors' code,
+    marked by whether it changes scores: docs/methods/infill.md."""
     check(k, lookahead, variant)
     if obs.infill is None:
         raise PddkitError("infill needs the statistics of the infilled variants")

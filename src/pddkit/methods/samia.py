@@ -1,5 +1,5 @@
 """SaMIA, Sampling-based Membership Inference Attack (Kaneko et al. 2024, "Sampling-based
-Pseudo-Likelihood for Membership Inference Attacks", arXiv 2402.12991; the authors' code
+Pseudo-Likelihood for Membership Inference Attacks", arXiv 2404.11262; the authors' code
 nlp-titech/samia `src/sampling.py`, `src/eval_samia.py`): the model continues the first half
 of a text `samples` times; a text whose continuations recall more of its true second half
 (ROUGE-1 recall) is more likely a member. It reads no log-probability at all, so it runs on
@@ -11,21 +11,12 @@ remaining words; per continuation, ROUGE-1 recall = |words(continuation) ∩ wor
 (multiset intersection) / #words(reference), times len(zlib.compress(" ".join(words)))
 of the continuation's words with zlib=true; score = the mean over the samples.
 
-Where pddkit differs from the reference code, deliberately:
-- the candidate is the continuation's words only. The reference code decodes prompt and
-  continuation together and drops the first round(text_length * 0.5) words, text_length
-  being WikiMIA's nominal length bucket (32, 64, ...), not the prompt's word count: its
-  candidate can keep prompt words (which match the text's first half, never the
-  reference) or lose continuation words;
-- words are split on any whitespace for prompt, reference and candidate alike (the
-  reference code splits the reference and candidate on single spaces, so a newline glues
-  two words, and the prompt on any whitespace);
-- the prompt is [the backend's start token] + the prompt's tokens as pddkit encodes every
-  text (the reference code uses the tokenizer's own special tokens: none for GPT-J and
-  Pythia, BOS for Llama and OPT), and the 1024-token budget counts that start token;
-- sampling is seeded per text (reproducible; the reference code does not seed);
-- the end token and special tokens are left out of the decoded continuation (the
-  reference code's clean_text removes them by model name).
+The candidate is the continuation's words only. The authors' code decodes prompt and
+continuation together and drops the first round(0.5 * WikiMIA's length bucket) words: on
+WikiMIA, whose texts hold exactly their bucket's number of words, those are the prompt's,
+unless the continuation's first word is glued to the prompt's last (no space between),
+which it then drops too. Every difference from the authors' code, marked by whether it
+changes scores: docs/methods/samia.md.
 
 Cost per text: one prefill of the prompt and `samples` sampled continuations (up to 1024
 tokens in all with the prompt; `max_new_tokens` > 0 caps the continuation), per distinct (prefix, top_k,
