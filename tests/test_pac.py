@@ -202,7 +202,7 @@ def trail(res) -> dict:
     return {(r["id"], r["method"]): r["texts"] for r in res.trail["augmentations.jsonl"]}
 
 
-def plain_L(lm, text: str, limit: int = 63) -> tuple[list[int], np.ndarray]:
+def plain_logprobs(lm, text: str, limit: int = 63) -> tuple[list[int], np.ndarray]:
     """(x's ids, L) from one unbatched forward of [start] + x (start 0, the tiny model's BOS),
     x cut to the `limit` tokens a 64-token context leaves after the start token."""
     import torch
@@ -249,7 +249,7 @@ def test_score_recomputed_by_hand_from_the_written_augmentations(tiny, tmp_path)
     for r in rows:
         n_aug, swap, skip = labels[r["method"]]
         text = TEXTS[int(r["id"][1:])]
-        ids, L = plain_L(lm, text)
+        ids, L = plain_logprobs(lm, text)
         # the text the copies permute: the scored span, the decoded 63 tokens of a cut text
         span = lm.tokenizer.decode(ids) if len(ids) < len(lm.tokenizer(text)["input_ids"]) else text
         assert r["id"] != "t4" or span != text  # the long text is cut (t1 too, in characters)
@@ -262,8 +262,8 @@ def test_score_recomputed_by_hand_from_the_written_augmentations(tiny, tmp_path)
             assert all(t != span for t in r["texts"])  # these texts repeat no word pair
             for c in r["texts"]:
                 check_copy(c, span, m)
-            cut = (lambda v: v[1:]) if skip else (lambda v: v)  # noqa: E731
-            copies = [pd_by_hand(cut(plain_L(lm, t)[1])) for t in r["texts"]]
+            cut = (lambda v: v[1:]) if skip else (lambda v: v)
+            copies = [pd_by_hand(cut(plain_logprobs(lm, t)[1])) for t in r["texts"]]
             want = -(pd_by_hand(cut(L)) - sum(copies) / len(copies))
         got = next(s[r["method"]] for s in scores if s["id"] == r["id"])
         # each L: the pass's float32 batched forward against one unbatched float32 forward
@@ -272,7 +272,7 @@ def test_score_recomputed_by_hand_from_the_written_augmentations(tiny, tmp_path)
         # it (measured: 4e-7)
         assert got == pytest.approx(want, abs=1e-5), r
     # calls differing only in skip_first share the copies (same swap rate, the first 5)
-    plain, skipped = list(labels)[0], list(labels)[2]
+    plain, _, skipped = list(labels)
     assert all(by[(f"t{i}", plain)] == by[(f"t{i}", skipped)] for i in range(len(TEXTS)))
     counts = res.counts
     assert counts["augmented_texts"] == len({t for r in rows for t in r["texts"]})
