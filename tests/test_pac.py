@@ -1,7 +1,8 @@
-"""`pac` (Ye et al. 2024, SPEC 3b): the polarised distance and the score on hand-made
-statistics, the word-swap rule (distinct positions, max(1, floor(swap * #words)) swaps,
+"""`pac` (Ye et al. 2024, SPEC 3b): the polarised distance and the score (skip_first too) on
+hand-made statistics, the word-swap rule (distinct positions, max(1, floor(swap * #words)) swaps,
 single-space re-join, seeded per text), bad hyperparameters refused before any model
-loads, and on a tiny model: the score recomputed from the written augmentations.jsonl,
+loads, and on a tiny model: the score recomputed from plain forwards over the text and the
+copies written to augmentations.jsonl (each copy checked by its words and parity),
 the same copies and scores whatever the batch size and order, a one-word text scored 0
 and counted, copies served from the statistics cache on a rerun, and the `openai`
 backend (prompt log-probabilities only) scoring what `hf` scores."""

@@ -1,6 +1,8 @@
-"""recall and conrecall (SPEC 3b): scores recomputed by hand from plain forwards over
-[start] + P + x, the shared prefix cache, the shot protocol and its leak guards, bad input,
-the openai backend, the statistics cache and the CLI."""
+"""recall and conrecall (SPEC 3b): scores recomputed from plain forwards over [start] + P + x
+with the shots each text keeps counted by hand, variant=reference against a transcription of
+the authors' likelihoods (a tokenizer with a BOS) and plain forwards (one without), the
+shared prefix cache, the shot protocol and its leak guards, bad input, the openai backend,
+the statistics cache and the CLI."""
 
 import json
 
