@@ -47,6 +47,34 @@ def test_ref_is_difference_of_means_with_own_lengths():
     assert run("ref", obs_of([-1.0, -2.0], reference=ref)) == pytest.approx(-1.5 - (-4.0))
 
 
+def test_ref_ratio_is_the_ratio_of_log_perplexities():
+    """form=ratio: Carlini et al.'s log PPL_ref / log PPL_target (LM_Memorization
+    extraction.py:178), i.e. mean L_ref / mean L_target; a target certain of every token
+    floors the denominator at -1e-12 (a counted fallback)."""
+    ref = TokenStats.from_lists([5, 6, 7], [-3.0, -3.0, -6.0])  # log PPL_ref = 4
+    o = obs_of([-1.0, -2.0], reference=ref)  # log PPL_target = 1.5
+    assert run("ref", o, form="ratio") == pytest.approx(4.0 / 1.5)
+    assert run("ref", o, form="difference") == pytest.approx(-1.5 + 4.0)
+    # lower target loss (member-like) ranks higher under both forms
+    member = obs_of([-0.5, -0.5], reference=ref)
+    assert run("ref", member, form="ratio") == pytest.approx(4.0 / 0.5)
+    certain = obs_of([0.0, 0.0], reference=ref)
+    assert run("ref", certain, form="ratio") == pytest.approx(4.0 / 1e-12)
+    call = METHODS.get("ref")
+    assert call.fallback(certain, form="ratio").startswith("have a target mean log-probability of 0")
+    assert call.fallback(o, form="ratio") is None and call.fallback(certain) is None
+
+
+def test_ref_refuses_an_unknown_form_before_any_model_loads():
+    from pddkit.engine.plan import check_params
+    from pddkit.errors import PddkitError
+    from pddkit.methods.base import MethodCall
+
+    with pytest.raises(PddkitError, match="method ref: form must be one of difference, ratio, "
+                                          "not 'ratios'"):
+        check_params(MethodCall(METHODS.get("ref"), {"form": "ratios"}, "ref"))
+
+
 @pytest.mark.parametrize("k,n,expected_m", [(0.2, 10, 2), (0.2, 4, 1), (0.5, 5, 2), (1.0, 3, 3),
                                              (0.2, 1, 1), (0.1, 30, 3)])
 def test_mink_averages_floor_k_n_smallest(k, n, expected_m):

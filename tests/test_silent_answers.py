@@ -267,6 +267,31 @@ def test_surp_and_neighbor_say_which_texts_a_fallback_scored():
     assert fallback_counts(loss, [paper, one]) == {}
 
 
+def _results(fell_back: int, scored: int) -> dict:
+    metrics = {"auc": 0.6, "auc_ci": [0.5, 0.7], "n_members": 3, "n_nonmembers": 3,
+               "n_bootstrap": 10, **{f"tpr@{t:g}": 0.0 for t in (0.01, 0.05, 0.1)},
+               **{f"tpr@{t:g}_ci": [0.0, 0.0] for t in (0.01, 0.05, 0.1)}}
+    why = "have no token below the 40th percentile (...): scored by all tokens"
+    return {"methods": {"loss": {"metrics": metrics}, "surp": {"metrics": metrics}},
+            "counts": {"fallbacks": {"surp": {why: fell_back}} if fell_back else {},
+                       "fallback_texts": {"surp": {"fell_back": fell_back, "scored": scored}}}}
+
+
+@pytest.mark.parametrize("fell_back, marked", [(0, False), (5, False), (6, True)])
+def test_only_a_method_that_fell_back_on_every_text_has_its_row_marked(fell_back, marked):
+    from pddkit.reporting.run_tables import metrics_table
+
+    for terminal in (True, False):
+        table = metrics_table(_results(fell_back, 6), terminal=terminal)
+        names = [r[0] for r in table.rows]
+        assert names == ["loss", "surp (fallback on every text)" if marked else "surp"]
+        notes = [n for n in table.notes if "formula as written" in n]
+        assert notes == (["surp (fallback on every text): none of its 6 texts was scored by "
+                          "surp's formula as written, so this row measures the fallback: 6 have "
+                          "no token below the 40th percentile (...): scored by all tokens"]
+                         if marked else [])
+
+
 def test_minkpp_and_lowercase_count_their_floors():
     from pddkit.methods.base import METHODS, MethodCall
 
@@ -290,9 +315,9 @@ def test_a_fallback_reaches_the_terminal_results_and_report(tiny_dir, tmp_path, 
     """surp with no token below entropy 0 fell back for every text without a word."""
     data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": i % 2}
                                              for i, t in enumerate(TEXTS)])
-    code, _, err = run_cli(capsys, "run", "--model", tiny_dir, "--data", data, "--methods",
-                           "loss,surp:entropy_threshold=0", "--output", tmp_path / "o",
-                           "--no-blind", "--bootstrap", "10", "--device", "cpu")
+    code, out, err = run_cli(capsys, "run", "--model", tiny_dir, "--data", data, "--methods",
+                             "loss,surp:entropy_threshold=0", "--output", tmp_path / "o",
+                             "--no-blind", "--bootstrap", "10", "--device", "cpu")
     assert code == 0, err
     line = ("surp: 6 of 6 texts (100%) have no token with entropy below 0 among their tokens "
             "below the 40th percentile of log-probability")
@@ -302,5 +327,14 @@ def test_a_fallback_reaches_the_terminal_results_and_report(tiny_dir, tmp_path, 
     assert list(res["counts"]["fallbacks"]) == ["surp"]  # loss has no fallback
     assert list(res["counts"]["fallbacks"]["surp"].values()) == [6]
     assert line in (tmp_path / "o" / "report.md").read_text()
+    # every text fell back: counted per method, said once, and the row says so
+    assert res["counts"]["fallback_texts"] == {"surp": {"fell_back": 6, "scored": 6}}
+    every = "surp: all 6 texts were scored by a fallback"
+    assert every in err and sum(n.startswith(every) for n in res["notices"]) == 1
+    table = out[out.index("method"):]
+    assert "surp (fallback on every text)" in table and "loss (fallback" not in table
+    assert ("none of its 6 texts was scored by surp's formula as written, so this row measures "
+            "the fallback: 6 have no token with entropy below 0") in table
+    assert "| surp (fallback on every text) |" in (tmp_path / "o" / "report.md").read_text()
     rows = [json.loads(x) for x in (tmp_path / "o" / "scores.jsonl").read_text().splitlines()]
     assert all(np.isfinite(r["surp"]) for r in rows)

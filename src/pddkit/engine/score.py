@@ -9,7 +9,7 @@ import numpy as np
 
 from pddkit.engine.passes import PassContext, run_passes
 from pddkit.engine.plan import Plan
-from pddkit.methods.base import MethodCall, fallback_line
+from pddkit.methods.base import MethodCall, every_text_line, fallback_line
 from pddkit.stats import Observation, TokenStats
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,16 @@ def score(ctx: PassContext, plan: Plan) -> ScoreTable:
                 line = fallback_line(label, why, n, len(obs))
                 logger.warning(line)
                 ctx.notices.append(line)
+    # per method with a fallback: how many texts fell back, of how many scored; a method
+    # that fell back on every text measured its fallback, not its formula (notice + row mark)
+    ctx.counts["fallback_texts"] = {
+        c.label: {"fell_back": sum(fallbacks.get(c.label, {}).values()), "scored": len(obs)}
+        for c in plan.calls if c.spec.fallback is not None}
+    for label, n in ctx.counts["fallback_texts"].items():
+        if obs and n["fell_back"] == len(obs):
+            line = every_text_line(label, len(obs))
+            logger.warning(line)
+            ctx.notices.append(line)
     ctx.timings["methods"] = time.perf_counter() - t0
     return ScoreTable(calls=plan.calls, scores=scores, target=tuple(ctx.fields["target"]),
                       log_freq=ctx.fields.get("log_freq"), extras=dict(ctx.extras),

@@ -139,6 +139,14 @@ def fallback_line(label: str, reason: str, n: int, total: int) -> str:
     return f"{label}: {n} of {total} texts ({n / max(total, 1):.0%}) {reason}"
 
 
+def every_text_line(label: str, total: int) -> str:
+    """The notice for a method that scored every text by a fallback: its scores (and its
+    row of metrics) measure the fallback, not the method's formula."""
+    return (f"{label}: all {total} texts were scored by a fallback (the notices above say "
+            f"which), none by {label}'s formula as written: its scores and metrics measure the "
+            "fallback")
+
+
 METHODS: Registry[MethodSpec] = Registry("method")
 
 

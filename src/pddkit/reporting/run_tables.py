@@ -18,8 +18,10 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     methods = {k: v["metrics"] for k, v in results["methods"].items() if v["metrics"]}
     keys = ["auc", *[f"tpr@{t:g}" for t in FPR_TARGETS]]
     tpr = [f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR [95% CI]" for t in FPR_TARGETS]
-    rows = tuple((name, *(Num(m[k], tuple(m[k + "_ci"]) if k == "auc" or not terminal else None)
-                          for k in keys))
+    every = fell_back_on_every_text(results)
+    rows = tuple((f"{name} {EVERY_TEXT_MARK}" if name in every else name,
+                  *(Num(m[k], tuple(m[k + "_ci"]) if k == "auc" or not terminal else None)
+                    for k in keys))
                  for name, m in methods.items())
     names = list(methods)
     baseline = frozenset(i for i, n in enumerate(names) if n == "blind")
@@ -33,10 +35,31 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     else:
         notes = ("▲ best detection method in the column; blind is the model-free baseline, "
                  "not a detection method. Intervals: 95% percentile bootstrap.",)
-    notes = (*notes, *inverted_notes(methods))
+    notes = (*notes, *inverted_notes(methods), *every_text_notes(results, every, methods))
     return Table(header=("method", "AUC [95% CI]", *tpr), rows=rows,
                  title="" if terminal else "Metrics", best=best,
                  mark="*" if terminal else " ▲", baseline=baseline, notes=notes, id="metrics")
+
+
+EVERY_TEXT_MARK = "(fallback on every text)"
+
+
+def fell_back_on_every_text(results: dict) -> set[str]:
+    """The methods that scored every text by a fallback of their formula (counts'
+    fallback_texts, written by the engine): their row measures the fallback."""
+    per = (results.get("counts") or {}).get("fallback_texts") or {}
+    return {k for k, v in per.items() if v["scored"] and v["fell_back"] == v["scored"]}
+
+
+def every_text_notes(results: dict, every: set[str], methods: dict) -> tuple[str, ...]:
+    """One note per method marked EVERY_TEXT_MARK: what its row measured instead."""
+    counts = results.get("counts") or {}
+    reasons = counts.get("fallbacks") or {}
+    return tuple(
+        f"{k} {EVERY_TEXT_MARK}: none of its {counts['fallback_texts'][k]['scored']} texts "
+        f"was scored by {k}'s formula as written, so this row measures the fallback: "
+        + "; ".join(f"{n} {why}" for why, n in reasons.get(k, {}).items())
+        for k in methods if k in every)
 
 
 def inverted_notes(methods: dict) -> tuple[str, ...]:
