@@ -23,8 +23,8 @@ The rules, as the docs page Run files states them:
   never saved: `pddkit run --config OUT/run.yaml` without --output aims at OUT, which holds
   results and is refused (output_dir.prepare) unless --overwrite is typed.
 - errors are one sentence: an unknown key names the nearest valid one (difflib: a run
-  file's `method:` points at `methods`) and, if it is another command's key, that command, a wrong-typed value names the key, the file and
-  the type expected.
+  file's `method:` points at `methods`) and, if it is another command's key, that
+  command; a wrong-typed value names the key, the file and the type expected.
 """
 
 from __future__ import annotations
