@@ -29,9 +29,26 @@ class _FlagFormatter(logging.Formatter):
         return options.for_cli(super().format(record))
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a line is logged, not as it was when the handler
+    was made (a stream replaced since, and closed, as a test's captured stderr, is never
+    written to)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_FlagFormatter("pddkit: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
