@@ -287,3 +287,44 @@ def test_a_failed_block_keeps_a_folder_holding_a_file(tmp_path):
     assert not (tmp_path / "b").exists()
     out = output_dir.prepare(tmp_path / "c")  # outside the block: made, and left
     assert out.is_dir()
+
+
+# -- pddkit list ----------------------------------------------------------------------------
+
+
+def test_list_fits_100_columns_and_shows_one_method(capsys):
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0 and max(map(len, out.splitlines())) <= 100
+    code, out, _ = run_cli(capsys, "list", "Mink")
+    assert code == 0 and max(map(len, out.splitlines())) <= 100
+    lines = out.splitlines()
+    assert lines[0] == "mink: Shi et al. 2024"
+    assert "  defaults    k=0.2" in lines
+    assert "  validation  with --val-fraction / --val-data, chosen from k in 0.05, 0.1, ..., 1.0 " \
+           "(20 values)" in lines
+    # its documentation page, as text: the formula, the paper and the reference code
+    assert "    mink(x) = mean of the m smallest L_i" in lines
+    for heading in ("Score", "Parameters and defaults", "Needs", "Cost", "Paper"):
+        assert heading in lines and lines[lines.index(heading) + 1] == "-" * len(heading)
+    assert "The authors' code is swj0419/detect-pretrain-code" in out
+
+
+def test_every_method_page_fits_100_columns(capsys):
+    from pddkit.methods import METHODS
+
+    for name in METHODS.names():
+        code, out, _ = run_cli(capsys, "list", name)
+        assert code == 0 and max(map(len, out.splitlines())) <= 100, name
+        assert out.startswith(f"{name}: ") and "Reference code" in out, name
+
+
+def test_list_of_a_benchmark_a_study_and_a_typo(capsys):
+    code, out, _ = run_cli(capsys, "list", "traps")
+    steps = [line.split()[1] for line in out.splitlines() if line.startswith("traps ")]
+    assert code == 0 and steps == ["generate", "inject", "detect"]
+    code, out, _ = run_cli(capsys, "list", "wikimia")
+    assert code == 0 and "  defaults    length=32,variant=original" in out.splitlines()
+    code, _, err = run_cli(capsys, "list", "mnk")
+    assert _one_error_line(code, err) == (
+        "pddkit: error: `pddkit list` knows no method, benchmark, builder or study 'mnk'; did "
+        "you mean mink or minkpp? (`pddkit list` without a name lists them all)")

@@ -48,7 +48,8 @@ def _needs(m) -> str:
 
 
 def _defaults(defaults: dict) -> str:
-    return " ".join(f"{k}={_value(v)}" for k, v in defaults.items()) or "none"
+    """k=v,k=v: as NAME:k=v,... of --methods and --benchmark spells them."""
+    return ",".join(f"{k}={v}" for k, v in defaults.items()) or "none"
 
 
 def overview() -> list[str]:
