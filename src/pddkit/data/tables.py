@@ -1,5 +1,5 @@
 """Any table of texts as data: JSONL, CSV, TSV, Parquet, a `datasets` save_to_disk
-folder, or a hub id (online, `pip install pddkit[hub]`).
+folder, or a hub id (online, `pip install -e '.[hub]'`).
 
 The format follows the file's suffix (.csv, .tsv/.tab, .parquet/.pq, a folder; anything
 else is read as JSONL). Column names come from `Fields` (defaults: `text`
@@ -169,7 +169,8 @@ def _pyarrow(what: str):
         import pyarrow.ipc
         import pyarrow.parquet
     except ImportError:
-        raise PddkitError(f"reading {what} needs pyarrow: `pip install pddkit[tables]`") from None
+        raise PddkitError(f"reading {what} needs pyarrow: `pip install -e '.[tables]'` in "
+                          "pddkit's checkout") from None
     return pyarrow
 
 
