@@ -182,6 +182,12 @@ def test_a_column_spelled_with_other_case_is_used_and_two_are_one_error(tmp_path
     assert ds.labels == [r["label"] for r in ROWS] and ds.samples[0].text == ROWS[0]["text"]
     assert (f"{path} line 1 has no 'label' column: its column 'Label' is used as the label "
             "column (`label_field` names another)") in caplog.text
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"TEXT": ["a", "b"], "Label": [1, 0]}), tmp_path / "d.parquet")
+    ds = load_table(tmp_path / "d.parquet")  # Parquet (and Arrow, hub) columns alike
+    assert [s.text for s in ds.samples] == ["a", "b"] and ds.labels == [1, 0]
     csv = tmp_path / "d.csv"
     csv.write_text("text,Label,LABEL\na,1,1\nb,0,0\n")
     code, _, err = run_cli(capsys, "run", "--model", tmp_path / "m", "--data", csv, "--output",

@@ -184,7 +184,7 @@ def _parquet(path: Path, fields: Fields, on_invalid: str, name: str) -> Dataset:
 
 
 def _from_arrow(table, where: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
-    fields.check_columns(table.column_names, where)
+    fields = fields.check_columns(table.column_names, where)
     rows = enumerate(table.to_pylist(), start=1)
     return rows_to_dataset(rows, name, where, fields, on_invalid, unit="row")
 
@@ -234,6 +234,6 @@ def _hub(repo: str, fields: Fields, on_invalid: str, name: str, split: str | Non
 
     pick = split or "train"
     rows = hub_rows(repo, split=pick)
-    fields.check_columns(rows.column_names, f"{repo} split {pick}")
+    fields = fields.check_columns(rows.column_names, f"{repo} split {pick}")
     return rows_to_dataset(((i, dict(r)) for i, r in enumerate(rows, start=1)), name,
                            f"{repo} split {pick}", fields, on_invalid, unit="row")
