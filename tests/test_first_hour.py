@@ -334,3 +334,15 @@ def test_list_of_a_benchmark_a_study_and_a_typo(capsys):
     assert _one_error_line(code, err) == (
         "pddkit: error: `pddkit list` knows no method, benchmark, builder or study 'mnk'; did "
         "you mean mink or minkpp? (`pddkit list` without a name lists them all)")
+
+
+def test_list_of_a_method_without_the_checkouts_docs_points_at_the_page(capsys, monkeypatch):
+    """An install without docs/ (not a checkout): what the code says, and where the page is."""
+    from pddkit.cli import listing
+
+    monkeypatch.setattr(listing, "page_path", lambda name: None)
+    code, out, _ = run_cli(capsys, "list", "surp")
+    assert code == 0 and out.splitlines()[:2] == ["surp: Zhang & Wu 2024",
+                                                  "  formula     mean L_i over tokens with H_i < "
+                                                  "threshold and L_i < k-th percentile"]
+    assert "docs/methods/surp.md of pddkit's repository" in " ".join(out.split())
