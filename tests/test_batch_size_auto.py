@@ -91,5 +91,5 @@ def test_the_cli_refuses_other_words(capsys, toy_world, tmp_path):
 
     code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data",
                            toy_world.data_path, "--output", tmp_path / "out", "--batch-size", "lots")
-    assert code == 2 and "neither a whole number nor auto" in err
+    assert code == 1 and "neither a whole number nor auto" in err  # one line, exit 1
     assert not (tmp_path / "out").exists()

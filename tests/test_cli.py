@@ -255,7 +255,7 @@ def test_console_script_and_list(tmp_path):
     for name in ("loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd", "neighbor",
                  "probe", "wikimia"):
         assert f"  {name} " in r.stdout
-    assert "entropy_threshold=2.0,k=40.0" in r.stdout
+    assert "defaults: entropy_threshold=2.0,k=40.0;" in r.stdout
     r = subprocess.run([*exe, "run", "--model", str(tmp_path / "x"), "--data", str(tmp_path / "d"),
                         "--output", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "does not exist" in r.stderr

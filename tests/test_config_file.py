@@ -93,8 +93,11 @@ def test_flags_typed_override_the_file_which_overrides_the_defaults(tmp_path, mo
 
 
 @pytest.mark.parametrize("body, words", [
-    ("batchsize: 4", ["unknown key batchsize for pddkit run", "nearest valid key is batch-size"]),
-    ("ref_modle: x", ["unknown key ref_modle", "nearest valid key is ref-model"]),
+    ("batchsize: 4", ["unknown key batchsize for pddkit run; did you mean batch-size?"]),
+    ("ref_modle: x", ["unknown key ref_modle for pddkit run; did you mean ref-model?"]),
+    # another command's key, and near one of this command's: the near one first
+    ("method: loss", ["method is not an option of pddkit run; did you mean methods? (method "
+                      "is an option of pddkit audit, pddkit compare)"]),
     ("batch-size: many", ["batch-size: 'many' is neither a whole number nor auto"]),
     ("seed: [1]", ["seed must be a whole number, not [1]"]),
     ("seed: 2.5", ["seed must be a whole number, not 2.5"]),

@@ -235,5 +235,7 @@ def test_from_the_hub_by_split(monkeypatch):
 def test_listed_by_pddkit_list(capsys):
     code, out, _ = run_cli(capsys, "list")
     assert code == 0
-    line = next(x for x in out.splitlines() if x.strip().startswith("copyright-traps "))
-    assert "length=all,repeats=all,extra=False" in line and "Meeus et al. 2024" in line
+    lines = out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.strip().startswith("copyright-traps "))
+    entry = lines[at] + "".join(x for x in lines[at + 1:] if x.startswith(" " * 19))
+    assert "defaults: length=all,repeats=all,extra=False" in entry and "Meeus et al. 2024" in entry

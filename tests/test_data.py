@@ -61,7 +61,7 @@ def test_dataset_rules(tmp_path):
         load_jsonl(write(tmp_path, [row(text="a", label=1), row(text="b")]))
     with pytest.raises(PddkitError, match="repeats id 'a'"):
         load_jsonl(write(tmp_path, [row(text="a", id="a"), row(text="b", id="a")]))
-    with pytest.raises(PddkitError, match="contains no texts"):
+    with pytest.raises(PddkitError, match="holds only blank lines"):
         load_jsonl(write(tmp_path, ["", "  "]))
     with pytest.raises(PddkitError, match="does not exist"):
         load_jsonl(tmp_path / "missing.jsonl")

@@ -184,3 +184,59 @@ def test_a_browser_opens_built_pages(site, tmp_path, page, words):
     subprocess.run([*cmd[:-2], f"--screenshot={shot}", "--window-size=1200,1600",
                     (site / page).resolve().as_uri()], capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 20000
+
+
+@pytest.mark.slow
+def test_the_built_site_searches_from_disk_without_network(site):
+    """Material's offline plugin: the search index as a script (search/search_index.js,
+    which a page opened from file:// can load, unlike JSON), and the Web Worker shim from
+    the site itself, not unpkg.com; no page loads a script from the network."""
+    index = (site / "search" / "search_index.js").read_text(encoding="utf-8")
+    assert index.startswith("var __index = {") and '"location":"getting-started.html"' in index
+    for page in ("index.html", "guides/score-texts.html", "reference/api.html"):
+        text = (site / page).read_text(encoding="utf-8")
+        scripts = re.findall(r'<script[^>]*\bsrc="([^"]+)"', text)
+        shim = "../" * page.count("/") + "javascripts/iframe-worker-shim.js"
+        assert shim in scripts, (page, scripts)
+        assert not [s for s in scripts if re.match(r"(https?:)?//", s)], (page, scripts)
+    assert (site / "javascripts" / "iframe-worker-shim.js").is_file()
+
+
+@pytest.mark.slow
+def test_code_blocks_wrap_instead_of_running_under_the_copy_button(site):
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    rule = re.search(r"\.md-typeset pre > code\s*\{([^}]*)\}", css).group(1)
+    assert "white-space: pre-wrap" in rule and "padding-right" in rule
+    page = (site / "getting-started.html").read_text(encoding="utf-8")
+    assert 'href="stylesheets/extra.css"' in page
+
+
+@pytest.mark.slow
+def test_the_built_api_page_gives_parameters_in_tables(site):
+    """score's and evaluate's parameters, each a row of a table (name, type, description,
+    default), every parameter of the signature and none other."""
+    import inspect
+
+    import pddkit.api as api
+
+    page = (site / "reference" / "api.html").read_text(encoding="utf-8")
+    for name in ("score", "evaluate"):
+        start = page.index(f'id="pddkit.api.{name}"')
+        table = page[page.index("<table", start):page.index("</table>", start)]
+        assert re.search(r"<th>\s*Name\s*</th>.*<th>\s*Description\s*</th>", table, re.S)
+        rows = re.findall(r"<td>\s*<code>([a-z_]+)</code>", table)
+        params = list(inspect.signature(getattr(api, name)).parameters)
+        assert len(rows) == len(set(rows)) and sorted(rows) == sorted(params), name
+
+
+@pytest.mark.slow
+def test_a_browser_searches_the_site_opened_from_disk(site, tmp_path):
+    """Headless Chromium opens index.html?q=sandbox from file://: the search results
+    (computed by the search worker, through the shim) list pages."""
+    chromium()  # skipped outside CI when it is missing, a failure under CI
+    cmd = browser_command(site / "index.html", tmp_path / "profile")
+    cmd[-1] += "?q=sandbox"
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    results = re.findall(r'class="md-search-result__item"', dom)
+    assert len(results) >= 3, dom[-3000:]
+    assert "guides/sandbox.html" in dom

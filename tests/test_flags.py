@@ -151,3 +151,94 @@ def test_output_folder_errors_name_the_parameter_in_python(tmp_path):
         output_dir.prepare(tmp_path / "o")
     assert str(e.value).startswith("`output` ")
     assert options.for_cli(str(e.value)).startswith("--output ")
+
+
+# -- --help: every option explained, every summary whole, run --help in sections ----------
+
+
+def _tree():
+    """(command path, command, its group or None) for `pddkit` and everything below it,
+    click's own command tree walked."""
+    import click
+
+    from pddkit.cli import cli
+
+    def walk(cmd, path, parent):
+        yield path, cmd, parent
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                yield from walk(sub, f"{path} {name}", cmd)
+
+    return list(walk(cli, "pddkit", None))
+
+
+def test_every_option_of_every_command_has_a_help_text():
+    import click
+
+    tree = _tree()
+    assert len(tree) >= 19  # pddkit, 12 commands, 3 groups' 6 subcommands (walked, not listed)
+    bare = [f"{path} {max(p.opts, key=len)}" for path, cmd, _ in tree for p in cmd.params
+            if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip()]
+    assert not bare, "options without a help text:\n" + "\n".join(bare)
+
+
+def test_every_command_summary_is_whole_in_its_groups_help():
+    """click cuts a summary that does not fit its group's listing with '...' (`freq build`'s
+    was cut mid-sentence): each command's summary fits, in 80 columns, as click lays it out
+    (HelpFormatter width 78, less 6 and the longest command name of the group)."""
+    from click.testing import CliRunner
+
+    cut = []
+    for path, cmd, parent in _tree():
+        if parent is None:
+            continue
+        limit = 78 - 6 - max(len(n) for n in parent.commands)
+        shown = cmd.get_short_help_str(limit)
+        if shown.endswith("...") or not cmd.short_help or shown != cmd.short_help:
+            cut.append(f"{path}: {shown!r}")
+    assert not cut, "summaries cut or left to click:\n" + "\n".join(cut)
+    out = CliRunner().invoke(_tree()[0][1], ["freq", "--help"], terminal_width=80)
+    listing = out.output[out.output.index("Commands:"):]
+    assert "build  Count token ids over text files: a table for dcpdd.\n" in listing
+    assert "..." not in listing
+
+
+def test_run_help_is_in_sections_and_places_every_option_once():
+    from click.testing import CliRunner
+
+    from pddkit.cli import cli
+    from pddkit.cli.sections import flag_of
+
+    for cmd_name, option_list, sections in (("run", options.RUN_OPTIONS, options.RUN_SECTIONS),
+                                            ("sandbox", options.SANDBOX_OPTIONS,
+                                             options.SANDBOX_SECTIONS)):
+        placed = [f for _, flags in sections for f in flags]
+        assert len(placed) == len(set(placed)), f"{cmd_name}: a flag in two sections"
+        holder = options.apply(option_list)(lambda: None)
+        flags = {flag_of(p) for p in holder.__click_params__ if hasattr(p, "opts")}
+        assert flags == set(placed), (f"{cmd_name}: not placed {sorted(flags - set(placed))}; "
+                                      f"placed but no option {sorted(set(placed) - flags)}")
+    out = CliRunner().invoke(cli, ["run", "--help"], terminal_width=100).output
+    headings = [line for line in out.splitlines() if line and not line.startswith(" ")
+                and line.endswith(":")]
+    assert headings == ["Model:", "Data:", "Methods:", "Evaluation:", "Output:", "Engine:",
+                        "Run file and help:"], headings
+    model = out[out.index("Model:"):out.index("Data:")]
+    assert "--model TEXT" in model and "--data PATH" not in model
+    # one first column for every section (click would size each on its own): every help
+    # text beside its option starts in the same column
+    starts = {m.start(2) for m in (re.match(r"(  -\S.*?)\s{2,}(\S)", line)
+                                   for line in out.splitlines()) if m}
+    assert len(starts) == 1, starts
+    engine = out[out.index("Engine:"):out.index("Run file and help:")]
+    assert "--gpus-per-actor FLOAT" in engine and "GPUs each Ray actor holds" in engine
+
+
+def test_traps_lists_its_steps_in_the_order_they_are_used():
+    from click.testing import CliRunner
+
+    from pddkit.cli import cli
+
+    out = CliRunner().invoke(cli, ["traps", "--help"], terminal_width=100).output
+    listed = [line.split()[0] for line in out[out.index("Commands:"):].splitlines()[1:] if line]
+    assert listed == ["generate", "inject", "detect"]

@@ -3,6 +3,7 @@ statistics cache (a second run does no forward pass), --limit, and a loaded Hugg
 model with its tokenizer as the API's model."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -101,10 +102,11 @@ def test_help_and_list_are_whole_and_aligned(capsys):
     commands = out.split("Commands:")[1].strip().splitlines()
     assert code == 0 and len(commands) >= 7 and not any(c.rstrip().endswith("...") for c in commands)
     code, out, _ = run_cli(capsys, "list")
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
     rows = [r for r in out.splitlines() if r.startswith("  ") and r.split()[0] in (
-        "loss", "neighbor", "probe", "surp", "blind")]
-    assert code == 0 and len(rows) == 5
-    starts = {r.index(word) for r in rows for word in ("target model", "masked LM", "probe (",
-                                                       "labels only") if word in r}
-    assert len(starts) == 1, rows  # the needs column starts at one position
-    assert "probe (hidden states, local model)" in out and "(full distribution)" in out
+        "loss", "neighbor", "probe", "surp", "blind", "copyright-traps", "traps")]
+    assert len(rows) == 9  # traps generate, inject, detect
+    starts = {re.match(r"  \S+(?: \S+)?\s{2,}", r).end() for r in rows}
+    assert starts == {19}, rows  # every description starts in one column, past the longest name
+    assert "needs: probe (hidden states, local model)" in out and "(full distribution)" in out
+    assert "defaults: entropy_threshold=2.0,k=40.0; needs: target model" in out

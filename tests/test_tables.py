@@ -149,14 +149,15 @@ def test_named_fields_a_file_lacks_are_one_sentence_in_every_format(tmp_path):
     jl = tmp_path / "d.jsonl"
     jl.write_text(json.dumps({"body": "hello", "Book": "b1"}) + "\n")
     with pytest.raises(PddkitError) as err:
-        load_table(jl, Fields(text="body", group="book"))
-    assert str(err.value) == f"{jl} line 1 has no 'book' group column; its columns are 'body', 'Book'"
+        load_table(jl, Fields(text="body", group="chapter"))
+    assert str(err.value) == (f"{jl} line 1 has no 'chapter' group column; its columns are "
+                              "'body', 'Book'")
     with pytest.raises(PddkitError, match="has no 'text' \\(or 'input'\\) column; its columns are "
                                           "'body', 'Book' \\(name the text column"):
         load_table(jl)  # not "use on_invalid='skip'", which would skip every line
     csv_path = write_delimited(tmp_path / "d.csv", [{"text": "x", "Book": "b"}], ",")
-    with pytest.raises(PddkitError, match="has no 'book' group column"):
-        load_table(csv_path, Fields(group="book"))
+    with pytest.raises(PddkitError, match="has no 'chapter' group column"):
+        load_table(csv_path, Fields(group="chapter"))
 
 
 def test_bom_long_cells_and_extra_cells(tmp_path):

@@ -136,22 +136,68 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           actors: int = 1, gpus_per_actor: float = 0.0, seed: int = 0) -> dict[str, np.ndarray]:
     """Scores per method (higher = more likely a member) for `texts` under `model`.
 
-    `mask_model` (a fill-mask model) enables `neighbor` (`neighbors_file` reuses saved
-    neighbours); `probe_data` (a JSONL of texts absent from pre-training) or `probe_load`
-    (a saved probe folder) enables `probe`; `prefix_data` (a labelled table) gives the shots
-    of `recall` and `conrecall` (labelled texts put before each text); `probe_standardize`
-    "per_set" standardises the texts' activations with their own statistics (so a text's
-    probe score depends on the texts scored with it), "train" with the probe's training
-    rows'. `cache` (a folder) keeps every pass's statistics, so a rerun does no forward pass
-    for texts it has seen.
-    `backend="openai"` scores with a served model (`api_base`; `model` is its served name,
-    `tokenizer` the directory or hub id of its tokenizer, default: `model`).
-    `adapter` (a PEFT adapter folder or hub id, `pip install 'pddkit[adapters]'`) is loaded
-    onto `model`, unmerged; a `model` folder holding an adapter alone (adapter_config.json)
-    loads the base model it names with it; `ref_adapter` does the same for `ref_model`.
-    `quantize` ("8bit" or "4bit", `pip install 'pddkit[quantize]'`) loads the models with
-    bitsandbytes on a CUDA GPU. The cache keys cover the adapter's weights and the
-    quantisation.
+    Args:
+        texts: The texts to score.
+        model: The target model: a local directory or hub id, a loaded `PreTrainedModel`
+            with `tokenizer`, a `(model, tokenizer)` pair, a `LoadedModel` or a `Backend`;
+            with `backend="openai"`, the served model's name.
+        methods: "all", or `name[:k=v,...]` separated by commas (`pddkit list`).
+        tokenizer: The tokenizer of a loaded `model`; with `backend="openai"`, the directory
+            or hub id of the served model's tokenizer (default: `model`).
+        ids: One id per text (default: "1", "2", ...).
+        groups: The document each text was cut from: a document's texts stay on one side
+            of every split.
+        language: The texts' language ("en", "zh", ...): methods meaningless for it are
+            skipped.
+        ref_model: Reference model for `ref` (as `model`).
+        ref_tokenizer: The tokenizer of a loaded `ref_model`.
+        backend: "hf" (a causal LM loaded here) or "openai" (an OpenAI-compatible server).
+        api_base: The server's URL with `backend="openai"`, e.g. http://127.0.0.1:8000/v1.
+        api_key_env: Environment variable holding the server's API key (never logged).
+        api_concurrency: Requests in flight at once (`backend="openai"`).
+        api_timeout: Seconds to wait for one answer (`backend="openai"`).
+        api_retries: Retries, with exponential backoff, after 429, 5xx or a timeout.
+        revision: Hub revision (branch, tag or commit) of `model`.
+        adapter: PEFT adapter (folder or hub id) loaded onto `model`, unmerged
+            (`pip install -e '.[adapters]'`); a `model` folder holding an adapter alone
+            (adapter_config.json) loads the base model it names with it.
+        ref_adapter: PEFT adapter loaded onto `ref_model`.
+        quantize: "8bit" or "4bit": the models loaded with bitsandbytes on a CUDA GPU
+            (`pip install -e '.[quantize]'`).
+        cache: Statistics cache folder: a rerun does no forward pass for texts it has seen
+            (keys cover the adapter's weights and the quantisation).
+        freq: Token frequency table for `dcpdd` (`pddkit freq build`).
+        mask_model: Fill-mask model (folder or hub id) for `neighbor`.
+        neighbors_file: The neighbors.jsonl an earlier run saved, reused by `neighbor`.
+        prefix_data: Labelled table of the shots of `recall` and `conrecall` (labelled texts
+            put before each text).
+        probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
+        probe_load: A probe folder an earlier run saved.
+        probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows
+            is kept.
+        probe_lora: Fine-tune the proxy with LoRA (needs peft).
+        probe_standardize: "per_set" standardises the texts' activations with their own
+            statistics (a text's probe score then depends on the texts scored with it),
+            "train" with the probe's training rows'.
+        batch_size: Texts per batch, or "auto": the largest the device holds, found once.
+        max_length: Cut texts to this many tokens, start token included (default: the
+            model's context).
+        padding_side: "right" or "left"; scores do not depend on it (float32 rounding).
+        device: "cpu", "cuda", "cuda:N", "mps" or "auto".
+        dtype: The weights' dtype: "auto", "float32", "bfloat16" or "float16"
+            (statistics are always float32).
+        trust_remote_code: Allow a model's own code from the hub to run.
+        local_files_only: Never contact the hub.
+        on_invalid: "error" (a bad text stops) or "skip" (left out and counted).
+        engine: "local" (this process) or "ray" (Ray actors, `pip install -e '.[ray]'`).
+        ray_address: An existing Ray cluster (default: start one here).
+        actors: Ray actors, each with its own copy of the model.
+        gpus_per_actor: GPUs each Ray actor holds (a fraction shares one; 0: CPU).
+        seed: Seed of the random choices (shots, word-swapped copies, sampled
+            continuations).
+
+    Returns:
+        {method label: one score per text, in the order of `texts`}.
     """
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
@@ -183,17 +229,90 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              blind_max_texts: int | None = None,
              documents: Sequence[str] | str = (), doc_features: str = "histogram",
              split_words: int | None = None, max_texts: int | None = None) -> RunResult:
-    """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method.
-    With `val_fraction` (or `val_data`, a labelled JSONL), hyperparameters are chosen on
-    the validation texts and every metric is measured on the rest (`RunResult.validation`);
-    `groups` (the document each text was cut from) keeps a document on one side; `subsets`
-    (a domain, field or length per text) get their own metrics beside the pooled ones;
-    `language` ("en", "zh", ...) skips the methods meaningless for it. `documents` ("mean",
-    "share", "classifier", or several) adds document-level scores and metrics over `groups`
-    (`RunResult.documents`); `split_words` cuts each text into consecutive texts of
-    that many words, grouped by their text (at most `max_texts` each). `adapter`,
-    `ref_adapter` and `quantize` as in `score`. `blind_max_texts` fits the blind baseline
-    on a stratified sample of that many texts (the others scored by a model fitted on it)."""
+    """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method,
+    beside the model-free blind baseline.
+
+    Args:
+        texts: The texts to score.
+        labels: One label per text: 1 (member) or 0 (non-member), as booleans, numbers or
+            the strings member/nonmember, true/false.
+        model: The target model: a local directory or hub id, a loaded `PreTrainedModel`
+            with `tokenizer`, a `(model, tokenizer)` pair, a `LoadedModel` or a `Backend`;
+            with `backend="openai"`, the served model's name.
+        methods: "all", or `name[:k=v,...]` separated by commas (`pddkit list`).
+        tokenizer: The tokenizer of a loaded `model`; with `backend="openai"`, the directory
+            or hub id of the served model's tokenizer (default: `model`).
+        ids: One id per text (default: "1", "2", ...).
+        groups: The document each text was cut from: a document's texts stay on one side
+            of every split.
+        subsets: A part per text (domain, field, length): metrics per part beside the
+            pooled ones.
+        language: The texts' language ("en", "zh", ...): methods meaningless for it are
+            skipped.
+        ref_model: Reference model for `ref` (as `model`).
+        ref_tokenizer: The tokenizer of a loaded `ref_model`.
+        backend: "hf" (a causal LM loaded here) or "openai" (an OpenAI-compatible server).
+        api_base: The server's URL with `backend="openai"`, e.g. http://127.0.0.1:8000/v1.
+        api_key_env: Environment variable holding the server's API key (never logged).
+        api_concurrency: Requests in flight at once (`backend="openai"`).
+        api_timeout: Seconds to wait for one answer (`backend="openai"`).
+        api_retries: Retries, with exponential backoff, after 429, 5xx or a timeout.
+        revision: Hub revision (branch, tag or commit) of `model`.
+        adapter: PEFT adapter (folder or hub id) loaded onto `model`, unmerged
+            (`pip install -e '.[adapters]'`); a `model` folder holding an adapter alone
+            (adapter_config.json) loads the base model it names with it.
+        ref_adapter: PEFT adapter loaded onto `ref_model`.
+        quantize: "8bit" or "4bit": the models loaded with bitsandbytes on a CUDA GPU
+            (`pip install -e '.[quantize]'`).
+        cache: Statistics cache folder: a rerun does no forward pass for texts it has seen
+            (keys cover the adapter's weights and the quantisation).
+        freq: Token frequency table for `dcpdd` (`pddkit freq build`).
+        mask_model: Fill-mask model (folder or hub id) for `neighbor`.
+        neighbors_file: The neighbors.jsonl an earlier run saved, reused by `neighbor`.
+        prefix_data: Labelled table of the shots of `recall` and `conrecall` (labelled texts
+            put before each text).
+        probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
+        probe_load: A probe folder an earlier run saved.
+        probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows
+            is kept.
+        probe_lora: Fine-tune the proxy with LoRA (needs peft).
+        probe_standardize: "per_set" standardises the texts' activations with their own
+            statistics (a text's probe score then depends on the texts scored with it),
+            "train" with the probe's training rows'.
+        batch_size: Texts per batch, or "auto": the largest the device holds, found once.
+        max_length: Cut texts to this many tokens, start token included (default: the
+            model's context).
+        padding_side: "right" or "left"; scores do not depend on it (float32 rounding).
+        device: "cpu", "cuda", "cuda:N", "mps" or "auto".
+        dtype: The weights' dtype: "auto", "float32", "bfloat16" or "float16"
+            (statistics are always float32).
+        trust_remote_code: Allow a model's own code from the hub to run.
+        local_files_only: Never contact the hub.
+        on_invalid: "error" (a bad text stops) or "skip" (left out and counted).
+        engine: "local" (this process) or "ray" (Ray actors, `pip install -e '.[ray]'`).
+        ray_address: An existing Ray cluster (default: start one here).
+        actors: Ray actors, each with its own copy of the model.
+        gpus_per_actor: GPUs each Ray actor holds (a fraction shares one; 0: CPU).
+        val_fraction: Choose the hyperparameters on this stratified share of the texts;
+            every metric is measured on the rest (`RunResult.validation`).
+        val_data: ...or on this labelled table; the metrics are then on `texts` only.
+        n_bootstrap: Bootstrap resamples for the confidence intervals.
+        seed: Seed of the random choices (validation split, shots, the blind baseline's
+            folds, the bootstrap).
+        blind: Fit the model-free blind baseline.
+        blind_max_texts: Fit the blind baseline on a stratified sample of this many texts
+            (the others scored by a model fitted on it).
+        documents: "mean", "share", "classifier", or several: document-level scores and
+            metrics over `groups` (`RunResult.documents`).
+        doc_features: The document classifier's features: "histogram" or "aggregate".
+        split_words: Cut each text into consecutive texts of this many words, grouped by
+            the text they came from.
+        max_texts: With `split_words`: keep the first this many texts of each.
+
+    Returns:
+        The scores, metrics (AUC, TPR at low FPR, bootstrap intervals), the blind
+            baseline and notices; `.summary()` is the table `pddkit run` prints.
+    """
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)
     if isinstance(documents, str):

@@ -6,8 +6,10 @@ from pddkit.errors import PddkitError
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
-    """`"surp:entropy_threshold=2.5,k=30"` -> ("surp", {"entropy_threshold": "2.5", "k": "30"})."""
+    """`"surp:entropy_threshold=2.5,k=30"` -> ("surp", {"entropy_threshold": "2.5", "k": "30"}).
+    Names are lower-cased (registered names are: `Mink` is `mink`, `ALL` is `all`)."""
     name, _, rest = spec.strip().partition(":")
+    name = name.lower()
     params: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in rest.split(","))):
         key, eq, value = part.partition("=")

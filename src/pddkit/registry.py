@@ -1,7 +1,10 @@
-"""One registry per plug-in kind (methods, benchmarks), filled by a decorator."""
+"""One registry per plug-in kind (methods, benchmarks), filled by a decorator. Names are
+looked up case-insensitively (`Mink` is `mink`); an unknown name is one sentence naming
+the nearest known ones (difflib) and all of them."""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -35,11 +38,21 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         self._load()
-        try:
+        if name in self._entries:
             return self._entries[name]
-        except KeyError:
-            known = ", ".join(sorted(self._entries))
-            raise PddkitError(f"unknown {self.kind} {name!r}; known: {known}") from None
+        folded = {n.casefold(): n for n in self._entries}
+        if name.strip().casefold() in folded:
+            return self._entries[folded[name.strip().casefold()]]
+        raise PddkitError(self.unknown(name))
+
+    def unknown(self, name: str) -> str:
+        """The sentence for a name that is not registered: the nearest names, then all."""
+        known = sorted(self._entries)
+        by_folded = {n.casefold(): n for n in known}
+        near = [by_folded[n] for n in difflib.get_close_matches(
+            name.strip().casefold(), list(by_folded), n=3, cutoff=0.6)]
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        return f"unknown {self.kind} {name!r}{hint} (the {self.kind}s: {', '.join(known)})"
 
     def names(self) -> list[str]:
         self._load()

@@ -143,6 +143,7 @@ def check_source(name: str, role: str, trust_remote_code: bool, revision: str | 
         if not Path(name).expanduser().exists():
             raise PddkitError(f"{role} path {name} does not exist")
         _refuse_sandbox_folder(name, role)
+        _refuse_folder_without_model(name, role)
         return local_files_only
     if not local_files_only:
         return _hub_files_needed(name, role, trust_remote_code, revision, reachable)
@@ -168,6 +169,29 @@ def _refuse_sandbox_folder(name: str, role: str) -> None:
     said = not_a_model(name, role)
     if said:
         raise PddkitError(said)
+
+
+# files a tokenizer's save_pretrained writes (one of them is enough to call a folder a tokenizer)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt",
+                   "tokenizer.model", "spiece.model", "vocab.txt", "special_tokens_map.json")
+
+
+def _refuse_folder_without_model(name: str, role: str) -> None:
+    """A local folder without config.json, which every saved model has: one sentence
+    (a folder holding only a tokenizer says so) instead of transformers' "Unrecognized
+    model ... model_type"."""
+    folder = Path(name).expanduser()
+    if not folder.is_dir() or (folder / "config.json").is_file():
+        return
+    tokenizer = sorted(f for f in TOKENIZER_FILES if (folder / f).is_file())
+    if tokenizer:
+        raise PddkitError(f"{role} folder {name} holds only a tokenizer ({', '.join(tokenizer)}), "
+                          "no model: a model folder also needs config.json and the weights "
+                          "(model.safetensors), as the model's save_pretrained writes them; "
+                          "give that folder")
+    raise PddkitError(f"{role} folder {name} holds no model: config.json is missing (a model "
+                      "folder holds config.json and the weights, as the model's "
+                      "save_pretrained writes them)")
 
 
 def _source(name: str, trust_remote_code: bool, local_files_only: bool,

@@ -1,11 +1,14 @@
-"""The `pddkit` command group, logging set-up and the entry point (user errors become one
-line on stderr and exit code 1). Errors and log lines of lower layers name parameters as
-Python spells them (`batch_size`); here they are shown with the flags (options.for_cli)."""
+"""The `pddkit` command group, logging set-up and the entry point: every user error, click's
+own usage errors (a missing or unknown option, a bad value or choice) included, becomes
+one line on stderr, `pddkit: error: <sentence>`, and exit code 1. Errors and log lines of
+lower layers name parameters as Python spells them (`batch_size`); here they are shown
+with the flags (options.for_cli)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 
 import click
@@ -26,9 +29,26 @@ class _FlagFormatter(logging.Formatter):
         return options.for_cli(super().format(record))
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to sys.stderr as it is when a line is logged, not as it was when the handler
+    was made (a stream replaced since, and closed, as a test's captured stderr, is never
+    written to)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_FlagFormatter("pddkit: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
@@ -55,8 +75,30 @@ def cli(verbose: int, quiet: bool) -> None:
     _setup_logging(verbose, quiet)
 
 
+def usage_sentence(e: click.ClickException) -> str:
+    """One line for one of click's errors: the command, what is wrong in click's words (it
+    names the option, and for an unknown option or command the nearest ones), the missing
+    option's own help, or where the options are listed. "Missing option '--model'." in
+    `pddkit run` becomes "pddkit run: missing option '--model' (Target model: ...)"."""
+    message = " ".join(e.format_message().split()).rstrip(".")
+    message = message[:1].lower() + message[1:]
+    # click's "No such command 'rnu'. Did you mean 'run'?" and "... '--modle'. (Did you mean
+    # one of: ...?)": one sentence
+    message = re.sub(r"\.\s*\(?did you mean ([^)]*)\)?$", r"; did you mean \1",
+                     message, flags=re.I)
+    ctx = getattr(e, "ctx", None)
+    param = getattr(e, "param", None)
+    where = f"{ctx.command_path}: " if ctx is not None and ctx.parent is not None else ""
+    if isinstance(e, click.MissingParameter) and getattr(param, "help", None):
+        return f"{where}{message} ({param.help.rstrip('.')})"
+    if "did you mean" in message or ctx is None:
+        return where + message
+    return f"{where}{message}; see `{ctx.command_path} --help`"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: user errors become one line on stderr and exit code 1."""
+    """Entry point: user errors become one line on stderr and exit code 1; a command
+    group called without a command (`pddkit`, `pddkit traps`) shows its help."""
     from pddkit.provenance import command_line
 
     try:
@@ -68,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         click.echo("pddkit: aborted", err=True)
         return 130
-    except click.ClickException as e:
-        e.show()
-        return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:  # nothing asked: the help, not an error
+        click.echo(e.ctx.get_help())
+        return 0
+    except click.ClickException as e:  # usage errors (exit 2 in click) and file errors
+        click.echo(f"pddkit: error: {usage_sentence(e)}", err=True)
+        return 1
     return 0

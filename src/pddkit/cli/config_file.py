@@ -22,9 +22,9 @@ The rules, as the docs page Run files states them:
   the file reruns from any directory; hub ids and everything else as given. `overwrite` is
   never saved: `pddkit run --config OUT/run.yaml` without --output aims at OUT, which holds
   results and is refused (output_dir.prepare) unless --overwrite is typed.
-- errors are one sentence: an unknown key names the nearest valid one (difflib), a key of
-  another command names that command, a wrong-typed value names the key, the file and
-  the type expected.
+- errors are one sentence: an unknown key names the nearest valid one (difflib: a run
+  file's `method:` points at `methods`) and, if it is another command's key, that
+  command; a wrong-typed value names the key, the file and the type expected.
 """
 
 from __future__ import annotations
@@ -66,10 +66,13 @@ class ConfigCommand(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta[_ARGS] = list(args)  # the command line as typed, for run.yaml's header
-        return super().parse_args(ctx, args)
+        return _with_context(super().parse_args, ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        value = super().invoke(ctx)
+        from pddkit import output_dir
+
+        with output_dir.removed_if_failed():  # a failed command leaves no empty folder
+            value = super().invoke(ctx)
         write_run_file(ctx)
         return value
 
@@ -79,6 +82,21 @@ class ConfigGroup(click.Group):
 
     command_class = ConfigCommand
     group_class = type
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return _with_context(super().parse_args, ctx, args)
+
+
+def _with_context(parse, ctx: click.Context, args: list[str]) -> list[str]:
+    """`parse(ctx, args)`, a usage error it raises given the command's context (click's
+    parser leaves it out of some, "Option '--seed' requires an argument"), so the one-line
+    error (cli/app.py) names the command."""
+    try:
+        return parse(ctx, args)
+    except click.UsageError as e:
+        if e.ctx is None:
+            e.ctx = ctx
+        raise
 
 
 def key_of(param: click.Parameter) -> str:
@@ -180,18 +198,25 @@ def read(value: str) -> tuple[Path, dict]:
 
 def _not_a_key(path: Path, raw: str, key: str, command: click.Command,
                valid: dict[str, click.Parameter]) -> str:
-    """The sentence for a key `command` does not take."""
+    """The sentence for a key `command` does not take: the nearest key it does take
+    (`method` -> `methods`), and the commands whose key it is."""
     this = name_of(command)
     if key == "config":
         return f"{path}: a run file cannot name another run file (config)"
     owners = [f"pddkit {n}" for n, c in commands() if c is not command and key in keys(c)]
+    theirs = f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''}"
+    # another command's key is taken for a slip only when very near one of this command's
+    # (method -> methods, ratio 0.92; not sweep -> seed, 0.67)
+    nearest = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.8 if owners else 0.6)
+    if nearest and owners:
+        return (f"{path}: {raw} is not an option of {this}; did you mean {nearest[0]}? "
+                f"({raw} is an option of {theirs})")
+    if nearest:
+        return f"{path}: unknown key {raw} for {this}; did you mean {nearest[0]}?"
     if owners:
-        return (f"{path}: {raw} is not an option of {this} (it is one of "
-                f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''})")
-    nearest = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.6)
-    hint = (f"; the nearest valid key is {nearest[0]}" if nearest
-            else f" (its keys are the long options that {this} --help lists)")
-    return f"{path}: unknown key {raw} for {this}{hint}"
+        return f"{path}: {raw} is not an option of {this} (it is one of {theirs})"
+    return (f"{path}: unknown key {raw} for {this} (its keys are the long options that "
+            f"{this} --help lists)")
 
 
 def expected(param: click.Parameter) -> str:

@@ -13,11 +13,12 @@ def freq() -> None:
     """Token frequency tables for DC-PDD."""
 
 
-@freq.command("build")
+@freq.command("build", short_help="Count token ids over text files: a table for dcpdd.")
 @options.apply(options.FREQ_BUILD_OPTIONS)
 def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_files_only,
                corpus) -> None:
-    """Count token ids over CORPUS (.txt / .jsonl files or folders of them)."""
+    """Count token ids over CORPUS (.txt / .jsonl files or folders of them): the frequency
+    table DC-PDD (`dcpdd`, --freq) reads."""
     from pddkit.backends.hf_loading import load_tokenizer
     from pddkit.resources.frequency import build_frequency_table
 

@@ -101,7 +101,8 @@ RUN_OPTIONS = [
     click.option("--ray-address", default=None, help="An existing Ray cluster (default: start one here)."),
     click.option("--actors", default=1, show_default=True, type=int,
         help="Ray actors, each with its own copy of the model."),
-    click.option("--gpus-per-actor", default=0.0, show_default=True, type=float),
+    click.option("--gpus-per-actor", default=0.0, show_default=True, type=float,
+        help="GPUs each Ray actor holds (a fraction shares one GPU between actors; 0: CPU)."),
     click.option("--limit", default=None, type=int,
         help="Score only this many texts (a seeded sample, both classes kept) for a quick try."),
     click.option("--ref-model", default=None, help="Reference model for `ref`."),
@@ -118,17 +119,23 @@ RUN_OPTIONS = [
     click.option("--max-length", default=None, type=int,
         help="Cut texts to this many tokens, start token included (default: context)."),
     click.option("--padding-side", default="right", show_default=True,
-        type=click.Choice(["right", "left"])),
+        type=click.Choice(["right", "left"]),
+        help="Side a batch's shorter texts are padded on; scores do not depend on it (within "
+        "float32 rounding)."),
     click.option("--on-invalid", default="error", show_default=True,
         type=click.Choice(["error", "skip"]),
         help="A bad input line stops the run, or is left out and counted."),
     click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
         help="Bootstrap resamples for the confidence intervals."),
-    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--seed", default=0, show_default=True, type=int,
+        help="Seed of the run's random choices: the --limit sample, the validation split, "
+        "shots, word-swapped copies, sampled continuations, the blind baseline's folds and "
+        "the bootstrap."),
     click.option("--val-fraction", type=float, default=None,
         help="Choose hyperparameters on this stratified share of the labelled data."),
     click.option("--val-data", type=click.Path(), default=None,
-        help="...or on this labelled JSONL file; metrics are then on --data only."),
+        help="...or on this labelled table (any file --data reads); metrics are then on "
+        "--data only."),
     click.option("--mask-model", default=None,
         help="Masked LM for `neighbor` (default roberta-base; local directory or hub id)."),
     click.option("--neighbors", "neighbors_file", type=click.Path(), default=None,
@@ -172,10 +179,31 @@ RUN_OPTIONS = [
 ]
 
 
+# `pddkit run --help` in sections (cli/sections.py), each option under one heading by its
+# flag; tests/test_flags.py checks that every option of RUN_OPTIONS is placed exactly once
+RUN_SECTIONS = (
+    ("Model", ("--model", "--revision", "--adapter", "--tokenizer", "--quantize", "--dtype",
+               "--trust-remote-code", "--local-files-only", "--backend", "--api-base",
+               "--api-key-env", "--api-concurrency", "--api-timeout", "--api-retries")),
+    ("Data", ("--data", "--benchmark", "--data-dir", "--text-field", "--label-field",
+              "--id-field", "--group-field", "--subset-field", "--data-split", "--language",
+              "--on-invalid", "--limit", "--split-words", "--max-texts", "--max-length")),
+    ("Methods", ("--methods", "--ref-model", "--ref-adapter", "--freq", "--mask-model",
+                 "--neighbors", "--prefix-data", "--probe-data", "--probe-load", "--probe-lrs",
+                 "--probe-lora", "--probe-standardize")),
+    ("Evaluation", ("--val-fraction", "--val-data", "--bootstrap", "--seed", "--documents",
+                    "--doc-features", "--no-blind", "--blind-max-texts")),
+    ("Output", ("--output", "--overwrite", "--no-report")),
+    ("Engine", ("--device", "--batch-size", "--padding-side", "--cache", "--engine",
+                "--ray-address", "--actors", "--gpus-per-actor")),
+)
+
+
 SANDBOX_OPTIONS = [
     click.option("--corpus", type=click.Path(), default=None,
         help="Folder of .txt files or a JSONL file (default: Python's own documentation)."),
-    click.option("--output", default="sandbox-output", show_default=True, type=click.Path()),
+    click.option("--output", default="sandbox-output", show_default=True, type=click.Path(),
+        help="Folder for the models, the windows with their ground truth, results and report."),
     click.option("--tokenizer", type=click.Path(), default=None,
         help="Tokenizer directory (default: a BPE trained on the reference pool and background, "
         "never on members or non-members)."),
@@ -195,18 +223,23 @@ SANDBOX_OPTIONS = [
         help="A pretrained causal LM (directory or hub id) to go on pre-training on the "
         "members instead of a small model from scratch; it is also the reference model."),
     click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda[:N] or mps."),
-    click.option("--layers", default=2, show_default=True),
-    click.option("--width", default=128, show_default=True),
+    click.option("--layers", default=2, show_default=True,
+        help="Transformer layers of the models trained from scratch."),
+    click.option("--width", default=128, show_default=True,
+        help="Hidden size of the models trained from scratch."),
     click.option("--context", default=512, show_default=True, help="Model context in tokens."),
-    click.option("--vocab-size", default=2048, show_default=True),
+    click.option("--vocab-size", default=2048, show_default=True,
+        help="Vocabulary of the BPE tokenizer trained here (without --tokenizer)."),
     click.option("--section-words", default=200, show_default=True,
         help="Long files are cut into documents of about this many words."),
     click.option("--windows", default="32,64,128", show_default=True, help="Window lengths in words."),
-    click.option("--windows-per-doc", default=2, show_default=True),
+    click.option("--windows-per-doc", default=2, show_default=True,
+        help="Windows of each length cut from each member and non-member document (seeded)."),
     click.option("--documents", default=None,
         help="Also score each document from its windows (its group): mean, share or "
         "classifier, comma-separated (as `pddkit run --documents`)."),
-    click.option("--methods", default="all", show_default=True),
+    click.option("--methods", default="all", show_default=True,
+        help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
     click.option("--mask-model", default=None,
         help="Fill-mask model (local directory or hub id) for `neighbor`; without one "
         "`all` skips it."),
@@ -215,8 +248,11 @@ SANDBOX_OPTIONS = [
     click.option("--shots", default=7, show_default=True,
         help="recall / conrecall: member documents held out of the evaluation for member "
         "shots, and as many reference-pool documents for non-member shots."),
-    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True),
-    click.option("--seed", default=0, show_default=True),
+    click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True,
+        help="Bootstrap resamples for the confidence intervals."),
+    click.option("--seed", default=0, show_default=True,
+        help="Seed of every random choice: the member/non-member split, training, windows, "
+        "shots, traps and the bootstrap."),
     click.option("--contaminate", type=click.Path(), default=None,
         help="Table (JSONL, CSV, ...) of formatted benchmark examples, one text a row: half "
         "are inserted whole into the training documents, half held out; detection is "
@@ -250,6 +286,22 @@ SANDBOX_OPTIONS = [
 ]
 
 
+SANDBOX_SECTIONS = (  # `pddkit sandbox --help` in sections, as RUN_SECTIONS
+    ("Corpus and ground truth", ("--corpus", "--members", "--reference", "--background",
+                                 "--section-words", "--windows", "--windows-per-doc",
+                                 "--tokenizer", "--vocab-size")),
+    ("Training", ("--repeats", "--epochs", "--ref-epochs", "--lr", "--base-model", "--layers",
+                  "--width", "--context", "--device", "--sweep")),
+    ("Methods", ("--methods", "--mask-model", "--probe-lrs", "--shots")),
+    ("Evaluation", ("--bootstrap", "--seed", "--documents")),
+    ("Benchmark contamination", ("--contaminate", "--contamination-repeats",
+                                 "--contamination-poisson", "--contamination-fraction")),
+    ("Copyright traps", ("--traps", "--trap-lengths", "--trap-repeats", "--trap-ppl-range",
+                         "--trap-buckets")),
+    ("Output", ("--output", "--overwrite")),
+)
+
+
 BLIND_OPTIONS = [
     *data_options(group="its texts stay in one cross-validation fold",
                   subset="where the baseline is also fitted within each part", language=None),
@@ -276,8 +328,10 @@ FREQ_BUILD_OPTIONS = [
     click.option("--output", required=True, type=click.Path(), help="Table file to write (.npz)."),
     click.option("--batch-docs", default=256, show_default=True, type=int,
         help="Documents encoded per batch."),
-    click.option("--trust-remote-code", is_flag=True),
-    click.option("--local-files-only", is_flag=True),
+    click.option("--trust-remote-code", is_flag=True,
+        help="Allow the tokenizer's own code from the hub to run (off by default)."),
+    click.option("--local-files-only", is_flag=True,
+        help="Never contact the hub; use a local directory or the cache."),
     click.argument("corpus", nargs=-1, required=True, type=click.Path()),
 ]
 

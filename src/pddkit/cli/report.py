@@ -10,14 +10,21 @@ from pddkit.cli.app import cli
 
 
 @cli.command(short_help="Rebuild the reports of a results folder.")
-@click.argument("directory", type=click.Path())
+@click.argument("directory", type=click.Path(), metavar="FOLDER")
 def report(directory) -> None:
     """Rebuild report.html / report.md from a results folder (or a whole sandbox folder)."""
     import json
 
+    from pddkit.errors import PddkitError
     from pddkit.reporting.report import write_report
 
-    d = Path(directory)
+    d = Path(directory).expanduser()
+    if not d.exists():
+        raise PddkitError(f"folder {directory} does not exist: give a results folder (the "
+                          "--output of pddkit run, sandbox, infer, audit or traps detect)")
+    if not d.is_dir():
+        raise PddkitError(f"{directory} is a file, not a results folder: give the folder that "
+                          "holds results.json (or a sandbox's summary.json)")
     if (d / "summary.json").is_file():
         from pddkit.reporting.sandbox_summary import result_dirs, write_summary
 

@@ -9,11 +9,13 @@ import click
 
 from pddkit.cli import options
 from pddkit.cli.app import cli
+from pddkit.cli.sections import SectionedCommand
 
 logger = logging.getLogger("pddkit")
 
 
-@cli.command(short_help="Score texts; metrics when they are labelled.")
+@cli.command(short_help="Score texts; metrics when they are labelled.", cls=SectionedCommand,
+             sections=options.RUN_SECTIONS)
 @options.apply(options.RUN_OPTIONS)
 def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
         tokenizer, revision, adapter, quantize, cache, engine, ray_address, actors, gpus_per_actor,

@@ -6,9 +6,11 @@ import click
 
 from pddkit.cli import options
 from pddkit.cli.app import cli
+from pddkit.cli.sections import SectionedCommand
 
 
-@cli.command(short_help="Train on chosen documents, then detect them.")
+@cli.command(short_help="Train on chosen documents, then detect them.", cls=SectionedCommand,
+             sections=options.SANDBOX_SECTIONS)
 @options.apply(options.SANDBOX_OPTIONS)
 def sandbox(corpus, output, tokenizer, sweep, members, reference, background, repeats, epochs,
             ref_epochs, lr, base_model, device, layers, width, context, vocab_size, section_words, windows,

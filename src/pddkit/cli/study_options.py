@@ -10,7 +10,9 @@ from pddkit.cli.options import FLAGS, MODEL_OPTIONS, _flag_table, batch_size
 
 # the case studies' shared options: where results go, and how the engine scores
 STUDY_OUTPUT_OPTIONS = [
-    click.option("--seed", default=0, show_default=True, type=int),
+    click.option("--seed", default=0, show_default=True, type=int,
+        help="Seed of every random choice (splits, samples, the bootstrap): the same seed "
+        "gives the same result."),
     click.option("--output", required=True, type=click.Path(), help="Folder for the results."),
     click.option("--overwrite", is_flag=True,
         help="Replace the pddkit results already in --output (else such a folder is refused)."),

@@ -12,10 +12,12 @@ import click
 
 from pddkit.cli import options, study_options
 from pddkit.cli.app import cli
+from pddkit.cli.sections import StepsGroup
 from pddkit.errors import PddkitError
 
 
-@cli.group(short_help="Copyright traps: generate, inject, detect (Meeus et al. 2024).")
+@cli.group(short_help="Copyright traps: generate, inject, detect (Meeus et al. 2024).",
+           cls=StepsGroup)
 def traps() -> None:
     """Copyright traps (Meeus et al. 2024): `generate` trap sequences of exact token
     lengths over a perplexity range, `inject` half of them into documents, `detect` whether

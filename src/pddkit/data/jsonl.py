@@ -9,6 +9,7 @@ Policy for a bad line (not UTF-8, not JSON, no text, empty text, bad label):
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -60,19 +61,24 @@ def read_lines(path: Path, meta: dict | None = None):
 
 def load_jsonl(path: str | Path, on_invalid: str = "error", name: str | None = None,
                fields: Fields = DEFAULT_FIELDS) -> Dataset:
-    """Read a JSONL file of texts; see the module docstring for the bad-line policy."""
+    """Read a JSONL file of texts; see the module docstring for the bad-line policy. The
+    columns are those of the first JSON object (a `Label` there is the label column)."""
     path = Path(path)
     if not path.is_file():
         raise PddkitError(f"data file {path} does not exist")
+    if path.stat().st_size == 0:
+        raise PddkitError(f"data file {path} is empty (0 bytes): give one JSON object per "
+                          "line, with the text under 'text' (or 'input')")
     meta = {"blank_lines": 0}
-
-    def rows():
-        checked = False
-        for number, row in read_lines(path, meta):
-            if not checked and isinstance(row, dict):  # the first object: named fields exist?
-                fields.check_columns(row, f"{path} line {number}")
-                checked = True
-            yield number, row
-
-    return rows_to_dataset(rows(), name or str(path), str(path), fields, on_invalid,
-                           unit="line", meta=meta)
+    lines = read_lines(path, meta)
+    head: list[tuple[int, object]] = []
+    for number, row in lines:  # up to the first object, whose fields name the columns
+        head.append((number, row))
+        if isinstance(row, dict):
+            fields = fields.check_columns(row, f"{path} line {number}")
+            break
+    if not head:
+        raise PddkitError(f"data file {path} holds only blank lines: give one JSON object per "
+                          "line, with the text under 'text' (or 'input')")
+    return rows_to_dataset(itertools.chain(head, lines), name or str(path), str(path), fields,
+                           on_invalid, unit="line", meta=meta)

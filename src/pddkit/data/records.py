@@ -5,17 +5,26 @@ Labels are 1 (member) or 0 (non-member): the numbers, booleans, or the strings "
 "true"/"false", "member"/"nonmember" (any case; "non-member" and "non_member" too).
 A bad row (no text, empty text, bad label) is `BadRow` with the reason; the caller
 applies the `on_invalid` policy and names the file and line or row.
+
+Column names are matched as written first; a column named with other case (`Label`,
+`TEXT`) is used when it is the only such column, and the log says which column was used
+(two, `Label` and `LABEL`: one sentence asking to name one).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
 from pddkit.errors import PddkitError
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_LABEL = "label"
+TEXT_NAMES = ("text", "input")  # the text column when none is named: the first present
 LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
                  "non-member": 0, "non_member": 0}
 
@@ -43,22 +52,64 @@ class Fields:
     def text_key(self, row: dict) -> str | None:
         if self.text is not None:
             return self.text if self.text in row else None
-        return next((k for k in ("text", "input") if k in row), None)
+        return next((k for k in TEXT_NAMES if k in row), None)
 
     def describe_text(self) -> str:
         return f"'{self.text}'" if self.text is not None else "'text' (or 'input')"
 
-    def check_columns(self, columns: Iterable[str], where: str) -> None:
-        """A table whose header lacks the text column: one sentence naming the columns
+    def check_columns(self, columns: Iterable[str], where: str) -> Fields:
+        """These fields as `where`'s columns spell them (`resolve`); a table whose header
+        lacks the text column, or a column the user named: one sentence naming the columns
         it has (the label column is optional: unlabelled data is scored)."""
-        cols = list(columns)
+        cols = [str(c) for c in columns]
         have = ", ".join(map(repr, cols)) or "none"
-        if self.text_key(dict.fromkeys(cols)) is None:
+        fields = self.resolve(cols, where)
+        if fields.text_key(dict.fromkeys(cols)) is None:
             raise PddkitError(f"{where} has no {self.describe_text()} column; its columns are "
                               f"{have} (name the text column with `text_field`)")
-        for what, name in self.named_optional().items():  # named by the user, so wanted
+        for what, name in fields.named_optional().items():  # named by the user, so wanted
             if name not in cols:
                 raise PddkitError(f"{where} has no '{name}' {what} column; its columns are {have}")
+        return fields
+
+    def has_text(self, columns: Iterable[str]) -> bool:
+        """Whether `columns` hold the text column, as written or with other case."""
+        folded = {str(c).casefold() for c in columns}
+        return any(n.casefold() in folded for n in ((self.text,) if self.text else TEXT_NAMES))
+
+    def resolve(self, columns: Iterable[str], where: str) -> Fields:
+        """These fields with each name absent from `columns` replaced by the one column
+        that spells it with other case (`label` -> `Label`), said in the log; two such
+        columns: one sentence asking to name one."""
+        cols = list(dict.fromkeys(map(str, columns)))
+        changes: dict[str, str] = {}
+
+        def match(name: str, what: str, option: str) -> str | None:
+            if name in cols:
+                return name
+            same = [c for c in cols if c.casefold() == name.casefold()]
+            if len(same) > 1:
+                raise PddkitError(f"{where} has {len(same)} columns that read as the {what} "
+                                  f"column {name!r} ({', '.join(map(repr, same))}): name one "
+                                  f"with `{option}`")
+            if same:
+                changes[what] = same[0]
+                logger.info("%s has no %r column: its column %r is used as the %s column "
+                            "(`%s` names another)", where, name, same[0], what, option)
+                return same[0]
+            return None
+
+        text = self.text
+        if text is None:  # "text", else "input", as written; then with other case
+            if not any(k in cols for k in TEXT_NAMES):
+                text = match("text", "text", "text_field") or match("input", "text", "text_field")
+        else:
+            text = match(text, "text", "text_field") or text
+        found = {what: match(getattr(self, what), what, f"{what}_field") or getattr(self, what)
+                 for what in ("label", "id", "group", "subset")}
+        if not changes:
+            return self
+        return dataclasses.replace(self, text=text, **found)
 
 
 DEFAULT_FIELDS = Fields()

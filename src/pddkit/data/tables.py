@@ -1,5 +1,5 @@
 """Any table of texts as data: JSONL, CSV, TSV, Parquet, a `datasets` save_to_disk
-folder, or a hub id (online, `pip install pddkit[hub]`).
+folder, or a hub id (online, `pip install -e '.[hub]'`).
 
 The format follows the file's suffix (.csv, .tsv/.tab, .parquet/.pq, a folder; anything
 else is read as JSONL). Column names come from `Fields` (defaults: `text`
@@ -11,6 +11,7 @@ policy of records.py and is named by file and line (CSV, JSONL) or row (Parquet,
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -80,15 +81,23 @@ def _built_language(path: Path) -> str | None:
 
 
 def _delimited(path: Path, delimiter: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
-    """CSV / TSV with a header line; an empty cell of label, id, group or subset is absent."""
+    """CSV / TSV with a header line; an empty cell of label, id, group or subset is absent.
+    A header without the text column under the suffix's delimiter is tried with the others
+    (`;`, tab, `|`, `,`): one that gives the text column is used, and said."""
     csv.field_size_limit(2**31 - 1)  # a cell may hold a whole book
+    if path.stat().st_size == 0:
+        raise PddkitError(f"data file {path} is empty (0 bytes): give a header line naming the "
+                          "columns (text, label, ...) and one row per text")
+    delimiter, fields = _delimiter(path, delimiter, fields)
+    kind = {",": "CSV", "\t": "TSV"}.get(delimiter, f"{delimiter!r}-separated")
     try:
         fh = path.open(newline="", encoding="utf-8-sig")  # a BOM (Excel) is not in a name
         reader = csv.DictReader(fh, delimiter=delimiter)
         header = reader.fieldnames or []
     except UnicodeDecodeError as e:
         raise PddkitError(f"{path} is not valid UTF-8 (byte {e.start})") from None
-    fields.check_columns(header, str(path))
+    except csv.Error as e:
+        raise PddkitError(f"{path} line {reader.line_num} is not valid {kind} ({e})") from None
     optional = {fields.label, fields.id, fields.group, fields.subset}
 
     def rows():
@@ -105,11 +114,53 @@ def _delimited(path: Path, delimiter: str, fields: Fields, on_invalid: str, name
             raise PddkitError(f"{path} after line {reader.line_num} is not valid UTF-8 "
                               f"(byte {e.start})") from None
         except csv.Error as e:
-            raise PddkitError(f"{path} line {reader.line_num} is not valid "
-                              f"{'TSV' if delimiter == chr(9) else 'CSV'} ({e})") from None
+            raise PddkitError(f"{path} line {reader.line_num} is not valid {kind} ({e})") from None
 
     with fh:
-        return rows_to_dataset(rows(), name, str(path), fields, on_invalid, unit="line")
+        found = rows()
+        first = next(found, None)
+        if first is None:
+            raise PddkitError(f"data file {path} has a header line ({', '.join(map(repr, header))}) "
+                              "but no rows: give one row per text")
+        return rows_to_dataset(itertools.chain([first], found), name, str(path), fields,
+                               on_invalid, unit="line")
+
+
+SEPARATORS = (",", ";", "\t", "|")  # tried in this order on a header that lacks the text column
+_SHOWN = {",": "','", ";": "';'", "\t": "a tab", "|": "'|'"}
+
+
+def _header(path: Path, delimiter: str) -> list[str]:
+    """The first non-blank row of `path` read with `delimiter`."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            return next((r for r in csv.reader(fh, delimiter=delimiter) if r), [])
+    except UnicodeDecodeError as e:
+        raise PddkitError(f"{path} is not valid UTF-8 (byte {e.start})") from None
+    except csv.Error:
+        return []
+
+
+def _delimiter(path: Path, delimiter: str, fields: Fields) -> tuple[str, Fields]:
+    """(delimiter, fields as the header spells them): the suffix's `delimiter` when its header
+    has the text column; else the first other separator that splits the header into more
+    columns, the text column among them (logged); else one sentence naming the header's
+    columns, and the separator it seems to have when another splits it."""
+    header = _header(path, delimiter)
+    if not fields.has_text(header):
+        others = [(d, _header(path, d)) for d in SEPARATORS if d != delimiter]
+        for other, columns in others:
+            if len(columns) > len(header) and fields.has_text(columns):
+                logger.info("%s is separated by %s, not %s: read so (its columns: %s)", path,
+                            _SHOWN[other], _SHOWN[delimiter], ", ".join(map(repr, columns)))
+                return other, fields.check_columns(columns, str(path))
+        other, columns = max(others, key=lambda o: len(o[1]))
+        if len(header) <= 1 < len(columns):
+            raise PddkitError(
+                f"{path} seems separated by {_SHOWN[other]}, not {_SHOWN[delimiter]} (its "
+                f"header reads as the columns {', '.join(map(repr, columns))}), and none of "
+                f"them is {fields.describe_text()}: name the text column with `text_field`")
+    return delimiter, fields.check_columns(header, str(path))
 
 
 def _pyarrow(what: str):
@@ -118,7 +169,8 @@ def _pyarrow(what: str):
         import pyarrow.ipc
         import pyarrow.parquet
     except ImportError:
-        raise PddkitError(f"reading {what} needs pyarrow: `pip install pddkit[tables]`") from None
+        raise PddkitError(f"reading {what} needs pyarrow: `pip install -e '.[tables]'` in "
+                          "pddkit's checkout") from None
     return pyarrow
 
 
@@ -132,7 +184,7 @@ def _parquet(path: Path, fields: Fields, on_invalid: str, name: str) -> Dataset:
 
 
 def _from_arrow(table, where: str, fields: Fields, on_invalid: str, name: str) -> Dataset:
-    fields.check_columns(table.column_names, where)
+    fields = fields.check_columns(table.column_names, where)
     rows = enumerate(table.to_pylist(), start=1)
     return rows_to_dataset(rows, name, where, fields, on_invalid, unit="row")
 
@@ -182,6 +234,6 @@ def _hub(repo: str, fields: Fields, on_invalid: str, name: str, split: str | Non
 
     pick = split or "train"
     rows = hub_rows(repo, split=pick)
-    fields.check_columns(rows.column_names, f"{repo} split {pick}")
+    fields = fields.check_columns(rows.column_names, f"{repo} split {pick}")
     return rows_to_dataset(((i, dict(r)) for i, r in enumerate(rows, start=1)), name,
                            f"{repo} split {pick}", fields, on_invalid, unit="row")
