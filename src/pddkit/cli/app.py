@@ -26,9 +26,27 @@ class _FlagFormatter(logging.Formatter):
         return options.for_cli(super().format(record))
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record is emitted, not the stream that was
+    sys.stderr when the command started: a caller that swaps sys.stderr for a while (pytest's
+    capture, click's CliRunner) and closes it afterwards leaves no handler writing to a
+    closed file (logging's own last-resort handler does the same)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # StreamHandler.__init__ and setStream assign it
+        pass
+
+
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else (logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(_FlagFormatter("pddkit: %(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
     for noisy in ("transformers", "huggingface_hub", "datasets", "urllib3", "filelock"):
