@@ -128,11 +128,32 @@ def score_bound(method: str, e: Exact, b: Bounds, text: str, lower: Exact | None
         a, c = float(np.mean(e.L)), float(np.mean(lower.L))
         return (b.L + abs(a / c) * b.L) / abs(c)
     if name == "surp":
-        # a mean of L over S = {H < 2, L < t}, t the 40th percentile: dL while no token's H
-        # is within dH of 2 and no L within 2 dL of t (t moves by dL at most), so that S is
-        # the same set in both computations
-        t = np.percentile(e.L, 40.0)
-        assert np.all(np.abs(e.H - 2.0) > b.H) and np.all(np.abs(e.L - t) > 2 * b.L), \
-            f"a token of {text!r} lies at surp's boundary: the set S may differ by rounding"
+        assert_surp_set_is_stable(e, b, text)
         return b.L
     raise AssertionError(f"no bound written for {method}")
+
+
+def assert_surp_set_is_stable(e: Exact, b: Bounds, text: str, threshold: float = 2.0,
+                              k: float = 40.0) -> None:
+    """surp is a mean of L over S = {H < threshold, L < t}, t the k-th percentile of L
+    (linear): it moves by at most dL only while S is the same set in both computations.
+    So no H lies within dH of the threshold, and no L within 2 dL of t (t moves by dL at
+    most), except the one or two order statistics t is made of: t = a + (b - a) f moves
+    with them, so a < t holds in both while (b - a) f > 2 dL, and t < b while
+    (b - a)(1 - f) > 2 dL (f = 0: t is a, never below itself)."""
+    L = e.L
+    n = len(L)
+    order = np.argsort(L, kind="stable")
+    pos = (n - 1) * k / 100.0
+    lo, f = int(np.floor(pos)), pos - np.floor(pos)
+    hi = min(lo + 1, n - 1)
+    t = L[order[lo]] + (L[order[hi]] - L[order[lo]]) * f
+    makers = {int(order[lo])} if f == 0 else {int(order[lo]), int(order[hi])}
+    others = np.array([i for i in range(n) if i not in makers], dtype=int)
+    assert np.all(np.abs(e.H - threshold) > b.H), f"{text!r}: an entropy at surp's threshold"
+    assert others.size == 0 or np.all(np.abs(L[others] - t) > 2 * b.L), \
+        f"{text!r}: a log-probability at surp's percentile"
+    gap = L[order[hi]] - L[order[lo]]
+    if f > 0 and hi != lo:
+        assert gap * f > 2 * b.L and gap * (1 - f) > 2 * b.L, \
+            f"{text!r}: surp's percentile between two almost equal log-probabilities"
