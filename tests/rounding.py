@@ -16,6 +16,7 @@ cannot be closer).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import zlib
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ def float64_stats(model, start_id: int, seqs) -> list[Exact]:
 
     m = copy.deepcopy(model).double().eval()
     out = []
-    with torch.no_grad():
+    with torch.no_grad(), float64_default():
         for ids in seqs:
             x = torch.tensor([[start_id, *[int(t) for t in ids]]])
             logp = torch.log_softmax(m(input_ids=x).logits[0, :-1].double(), -1)
@@ -62,6 +63,21 @@ def float64_stats(model, start_id: int, seqs) -> list[Exact]:
             L = logp[torch.arange(len(ids)), torch.tensor([int(t) for t in ids])]
             out.append(Exact(L.numpy(), H.numpy(), var.numpy()))
     return out
+
+
+@contextlib.contextmanager
+def float64_default():
+    """torch's default dtype float64 for a float64 forward: transformers 4.4x builds some
+    models' causal masks (OPT) with the default dtype and float64's minimum, which does
+    not fit a float32 tensor."""
+    import torch
+
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
 
 
 def float32_stats(model, start_id: int, seqs) -> list[Exact]:

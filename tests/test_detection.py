@@ -13,7 +13,7 @@ def _hidden_rounding(model, tok, texts) -> float:
     import copy
 
     import torch
-    from rounding import ROUNDING_FACTOR
+    from rounding import ROUNDING_FACTOR, float64_default
 
     from pddkit.resources.probe.features import encode_prompts
 
@@ -23,7 +23,8 @@ def _hidden_rounding(model, tok, texts) -> float:
         x = torch.tensor([list(ids)])
         with torch.no_grad():
             h32 = model(input_ids=x, output_hidden_states=True).hidden_states
-            h64 = m64(input_ids=x, output_hidden_states=True).hidden_states
+            with float64_default():
+                h64 = m64(input_ids=x, output_hidden_states=True).hidden_states
         worst = max(worst, max(float((a.double() - b).abs().max()) for a, b in zip(h32, h64)))
     return ROUNDING_FACTOR * worst
 
