@@ -497,7 +497,9 @@ def test_killed_run_resumes_and_equals_an_uncached_run_bit_for_bit(tmp_path, mon
                                  pause], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
 
     first = start("first.npz", "2")
-    deadline = time.monotonic() + 60
+    # a deadline against a hang only: the subprocess imports torch and loads a model,
+    # seconds on an idle machine, minutes on a loaded one (60 s failed at a load of 15)
+    deadline = time.monotonic() + 600
     while not (cache.is_dir() and shards(cache)) and first.poll() is None:
         assert time.monotonic() < deadline, "no shard appeared"
         time.sleep(0.05)
@@ -509,7 +511,7 @@ def test_killed_run_resumes_and_equals_an_uncached_run_bit_for_bit(tmp_path, mon
     assert 0 < done < len(texts) and done % 4 == 0  # whole flushes only
 
     second = start("second.npz", "0")
-    _, err = second.communicate(timeout=120)
+    _, err = second.communicate(timeout=600)  # against a hang only, as above
     assert second.returncode == 0, err.decode()[-2000:]
     counts = json.loads((tmp_path / "second.npz.json").read_text())
     assert sum(counts["misses"].values()) == len(texts) - done
