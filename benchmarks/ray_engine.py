@@ -65,7 +65,7 @@ def main() -> None:
         t0 = time.perf_counter()  # the local pass again: the machine is shared, load drifts
         LocalExecutor().token_stats(backend, texts, names, "local")
         t_local2 = time.perf_counter() - t0
-    equal = all(np.array_equal(a.L, b.L) and np.array_equal(a.H, b.H) and np.array_equal(a.M2, b.M2)
+    equal = all(all(np.array_equal(getattr(a, k), getattr(b, k)) for k in ("L", "H", "M2", "var"))
                 for a, b in zip(local, remote))
     tokens = sum(len(s) for s in local)
     print(f"{len(texts)} texts, {tokens} tokens, GPT-2-small shape, CPU, {args.threads} threads")

@@ -71,7 +71,7 @@ class FakeBackend:
 
 def same_bits(a: TokenStats, b: TokenStats) -> bool:
     return all(x.dtype == y.dtype and x.tobytes() == y.tobytes()
-               for x, y in ((a.ids, b.ids), (a.L, b.L), (a.H, b.H), (a.M2, b.M2))) \
+               for x, y in ((a.ids, b.ids), (a.L, b.L), (a.H, b.H), (a.M2, b.M2), (a.var, b.var))) \
         and a.truncated == b.truncated
 
 
@@ -207,6 +207,29 @@ def test_a_shard_whose_arrays_do_not_fit_together_is_skipped_and_a_copy_elsewher
     store = StatsStore.open(tmp_path)
     got = store.get(["1" * 64])["1" * 64]
     assert same_bits(got, st) and store.skipped == [bad.name] and "1" * 64 in store
+
+
+def test_a_shard_without_variances_is_refused_not_read_with_m2_minus_h2(tmp_path, caplog):
+    """A shard written before TokenStats.var (pddkit's statistics format 1) holds M2 but no
+    variance: its entries are never served with a variance derived from M2 - H^2 (which
+    cancels in float32), and the statistics format in every key moved on (STATS_FORMAT)."""
+    from pddkit.backends.base import STATS_FORMAT
+
+    assert STATS_FORMAT >= 2  # 2: TokenStats.var; keys of format-1 entries never match
+    st = TokenStats(np.array([7, 8]), np.array([-1.0, -2.0], np.float32),
+                    np.array([10.0, 10.0], np.float32), np.array([100.0, 100.0], np.float32),
+                    var=np.array([1e-4, 2e-4], np.float32))
+    with StatsStore.open(tmp_path) as store:
+        store.put("1" * 64, st)
+    (shard,) = shards(tmp_path)
+    with np.load(shard) as z:
+        assert np.array_equal(z["var"], st.var)  # the variance itself is stored
+        arrays = {k: z[k] for k in z.files if k != "var"}
+    with open(shard, "wb") as f:
+        np.savez(f, **arrays)
+    store = StatsStore.open(tmp_path)
+    assert store.get(["1" * 64]) == {} and "1" * 64 not in store
+    assert store.skipped == [shard.name] and "no variances" in caplog.text
 
 
 def test_clear_removes_only_its_own_files(tmp_path):
@@ -441,7 +464,7 @@ SCRIPT = textwrap.dedent("""
     for c in range(0, len(texts), 8):  # the same calls without a cache
         ref += token_stats(plain, texts[c:c + 8])
     arrays = {f"{w}{i}_{f}": getattr(s, f) for w, run in (("got", got), ("ref", ref))
-              for i, s in enumerate(run) for f in ("ids", "L", "H", "M2", "truncated")}
+              for i, s in enumerate(run) for f in ("ids", "L", "H", "M2", "var", "truncated")}
     np.savez(out, **arrays)
     json.dump({"hits": backend.hits, "misses": backend.misses, "calls": backend.calls,
                "fingerprint": backend.fingerprint()}, open(out + ".json", "w"))
@@ -474,7 +497,9 @@ def test_killed_run_resumes_and_equals_an_uncached_run_bit_for_bit(tmp_path, mon
                                  pause], env=env, cwd=tmp_path, stderr=subprocess.PIPE)
 
     first = start("first.npz", "2")
-    deadline = time.monotonic() + 60
+    # a deadline against a hang only: the subprocess imports torch and loads a model,
+    # seconds on an idle machine, minutes on a loaded one (60 s failed at a load of 15)
+    deadline = time.monotonic() + 600
     while not (cache.is_dir() and shards(cache)) and first.poll() is None:
         assert time.monotonic() < deadline, "no shard appeared"
         time.sleep(0.05)
@@ -486,14 +511,14 @@ def test_killed_run_resumes_and_equals_an_uncached_run_bit_for_bit(tmp_path, mon
     assert 0 < done < len(texts) and done % 4 == 0  # whole flushes only
 
     second = start("second.npz", "0")
-    _, err = second.communicate(timeout=120)
+    _, err = second.communicate(timeout=600)  # against a hang only, as above
     assert second.returncode == 0, err.decode()[-2000:]
     counts = json.loads((tmp_path / "second.npz.json").read_text())
     assert sum(counts["misses"].values()) == len(texts) - done
     assert sum(counts["hits"].values()) == done
     z = np.load(tmp_path / "second.npz", allow_pickle=False)
     for i in range(len(texts)):
-        for f in ("ids", "L", "H", "M2", "truncated"):
+        for f in ("ids", "L", "H", "M2", "var", "truncated"):
             got, ref = z[f"got{i}_{f}"], z[f"ref{i}_{f}"]
             assert got.dtype == ref.dtype and got.tobytes() == ref.tobytes(), (i, f)
     assert any(z[f"got{i}_truncated"] for i in range(len(texts)))  # 64-token context: some cut

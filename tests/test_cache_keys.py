@@ -55,12 +55,14 @@ def test_a_model_changed_in_memory_after_a_cached_run_gets_new_statistics(saved_
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)
     noisy = loss(tmp_path / "c")
+    # noise of sd 0.5 on every weight moves losses by order 1, far outside allclose's
+    # default (1e-5 relative + 1e-8): a served stale entry would be equal, not close
     assert not np.allclose(noisy, first)
     np.testing.assert_array_equal(noisy, loss(None))
     for p in model.parameters():  # a write through .data, as PEFT's merge does: no version bump
         p.data.mul_(0.5)
     halved = loss(tmp_path / "c")
-    assert not np.allclose(halved, noisy)
+    assert not np.allclose(halved, noisy)  # halved weights: order-1 changes again, as above
     np.testing.assert_array_equal(halved, loss(None))
     np.testing.assert_array_equal(loss(tmp_path / "c"), halved)  # and now a hit, the same
 

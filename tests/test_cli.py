@@ -11,6 +11,7 @@ import pytest
 import torch
 from cli_helpers import run_cli
 from conftest import shared_path
+from rounding import forward_bounds, score_bound
 
 
 def read_scores(path):
@@ -62,6 +63,42 @@ def independent_scores(world, texts):
     return rows
 
 
+def score_bounds(world, texts):
+    """Per text, how far each method's score may move between two float32 computations
+    (tests/rounding.py: each model's float32 forward against float64 on these texts, times
+    4, propagated through each formula); dcpdd's alpha_i = min(-exp(L_i) log f(x_i), 0.01)
+    moves by at most exp(L_i) |log f(x_i)| dL, ref's difference of means by dL + dL_ref."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    def bounds(model_dir, seqs_of):
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        seqs = [tok(t, add_special_tokens=False)["input_ids"] for t in seqs_of]
+        return (*forward_bounds(model, start, seqs), seqs)
+
+    exact, b, seqs = bounds(world.target_dir, texts)
+    lower, b_low, _ = bounds(world.target_dir, [t.lower() for t in texts])
+    _, b_ref, _ = bounds(world.ref_dir, texts)
+    tok = AutoTokenizer.from_pretrained(world.target_dir)
+    counts = np.zeros(len(tok))
+    for doc in world.pool:
+        for i in tok(doc, add_special_tokens=False)["input_ids"]:
+            counts[i] += 1
+    log_f = np.log((counts + 1) / (counts.sum() + len(counts)))
+    out = []
+    for text, e, low, ids in zip(texts, exact, lower, seqs):
+        row = {m: score_bound(m, e, b, text) for m in ("loss", "zlib", "mink", "maxk", "minkpp",
+                                                        "surp")}
+        a, c = float(np.mean(e.L)), float(np.mean(low.L))
+        row["lowercase"] = (b.L + abs(a / c) * b_low.L) / abs(c)
+        row["ref"] = b.L + b_ref.L
+        first = sorted({int(i): pos for pos, i in reversed(list(enumerate(ids)))}.values())
+        row["dcpdd"] = float(np.max(np.exp(e.L[first]) * np.abs(log_f[np.array(ids)[first]]))) * b.L
+        out.append(row)
+    return out
+
+
 def test_run_end_to_end_agrees_with_independent_spec(toy_world, tmp_path, capsys):
     out1, out32 = tmp_path / "bs1", tmp_path / "bs32"
     common = ["run", "--model", toy_world.target_dir, "--ref-model", toy_world.ref_dir,
@@ -75,16 +112,20 @@ def test_run_end_to_end_agrees_with_independent_spec(toy_world, tmp_path, capsys
     s1, s32 = read_scores(out1), read_scores(out32)
     methods = ["loss", "zlib", "lowercase", "ref", "mink", "maxk", "minkpp", "surp", "dcpdd"]
     assert set(s1[0]) == {"id", "label", "blind", *methods}  # + the model-free baseline
-    for a, b in zip(s1, s32):  # batch size: equal up to float32 rounding in the matmuls
-        assert a["id"] == b["id"]
-        for m in methods:
-            assert b[m] == pytest.approx(a[m], rel=1e-5, abs=1e-9), m
-    idx = [0, 1, 2, len(s1) - 1, len(s1) - 2]
     texts = [json.loads(line)["text"] for line in toy_world.data_path.read_text().splitlines()]
-    want = independent_scores(toy_world, [texts[i] for i in idx])
-    for i, w in zip(idx, want):
+    idx = [0, 1, 2, len(s1) - 1, len(s1) - 2]
+    allowed = score_bounds(toy_world, [texts[i] for i in idx])
+    # batch size: two float32 computations of one function (BLAS blocking by shape), held
+    # to the rounding bounds of score_bounds on five of the texts
+    for i, bound in zip(idx, allowed):
+        assert s1[i]["id"] == s32[i]["id"]
         for m in methods:
-            assert s1[i][m] == pytest.approx(w[m], rel=1e-4, abs=1e-7), (m, s1[i][m], w[m])
+            assert abs(s32[i][m] - s1[i][m]) <= bound[m], m
+    want = independent_scores(toy_world, [texts[i] for i in idx])
+    for i, w, bound in zip(idx, want, allowed):
+        for m in methods:
+            assert abs(s1[i][m] - w[m]) <= bound[m], (m, s1[i][m], w[m], bound[m])
+    assert all(a["id"] == b["id"] for a, b in zip(s1, s32))
     res = json.loads((out1 / "results.json").read_text())
     assert res["counts"]["samples"] == 120 and res["counts"]["truncated"]["target"] == 0
     assert res["models"]["target"]["vocab_size"] == 1024

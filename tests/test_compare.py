@@ -38,11 +38,13 @@ def test_ratio_is_unlearned_over_original_and_the_band_is_open():
     original = np.array([-2.0, -2.0, -2.0, -2.0, -2.0, -2.0, -2.0])
     unlearned = np.array([-2.2, -2.6, -1.8, -1.5, -4.0, -2.5, -1.6])
     r = score_ratios(original, unlearned)
-    np.testing.assert_allclose(r, [1.1, 1.3, 0.9, 0.75, 2.0, 1.25, 0.8], rtol=1e-9)
+    # one float64 division of numbers written to one decimal: 2 roundings of 1.1e-16
+    np.testing.assert_allclose(r, [1.1, 1.3, 0.9, 0.75, 2.0, 1.25, 0.8], rtol=1e-15, atol=0)
     # (1/1.25, 1.25) = (0.8, 1.25): both ends are outside ("moved")
     assert not_removed(r, 1.25).tolist() == [True, False, True, False, False, False, False]
     # a text predicted with certainty: finite ratios, 1 when neither model moved
     r0 = score_ratios([0.0, 0.0, -1.0], [0.0, -1.0, 0.0])
+    # 0 counts as -EPS (compare.EPS, far below 1e-6): 1 / EPS > 1e6 and EPS / 1 < 1e-6
     assert np.isfinite(r0).all() and r0[0] == 1.0 and r0[1] > 1e6 and r0[2] < 1e-6
     assert not_removed(r0, 1.15).tolist() == [True, False, False]
 
@@ -50,8 +52,9 @@ def test_ratio_is_unlearned_over_original_and_the_band_is_open():
 def test_ratio_direction_matches_min_k_prob():
     """Min-K% Prob is a mean log-probability (negative): a text the unlearned model finds
     less likely has a more negative score, so its ratio is above 1."""
-    assert score_ratios([-3.0], [-6.0])[0] == pytest.approx(2.0)  # forgotten: far outside
-    assert score_ratios([-3.0], [-3.1])[0] == pytest.approx(3.1 / 3.0)  # barely moved
+    # one float64 division each: within 2 roundings (rel 2.2e-16); 1e-15 said
+    assert score_ratios([-3.0], [-6.0])[0] == 2.0  # forgotten: far outside (exact: 6/3)
+    assert score_ratios([-3.0], [-3.1])[0] == pytest.approx(3.1 / 3.0, rel=1e-15)  # barely moved
 
 
 def _lcs_dp(a, b):
@@ -72,11 +75,12 @@ def test_lcs_equals_dynamic_programming():
 
 
 def test_rouge_l_recall():
-    # LCS "the cat on the mat" = 5 of the reference's 6 words
-    assert rouge_l_recall("the cat sat on the mat", "the cat is on the mat") == pytest.approx(5 / 6)
+    # LCS "the cat on the mat" = 5 of the reference's 6 words; a count over a count, one
+    # float64 division, the same as 5 / 6 here: equal
+    assert rouge_l_recall("the cat sat on the mat", "the cat is on the mat") == 5 / 6
     assert rouge_l_recall("The CAT, on: the mat!", "the cat on the mat") == 1.0
     # "the on the" in order: 3 of 5
-    assert rouge_l_recall("mat the on cat the", "the cat on the mat") == pytest.approx(3 / 5)
+    assert rouge_l_recall("mat the on cat the", "the cat on the mat") == 3 / 5
     assert rouge_l_recall("", "the cat") == 0.0
     assert rouge_l_recall("anything", "") == 0.0
     # recall: extra candidate words cost nothing
@@ -214,7 +218,8 @@ def test_outputs_and_browser(tmp_path):
     assert [r["id"] for r in saved["flagged"]] == ["HP#0", "HP#3"]
     rows = list(csv.DictReader((out / "flagged.csv").open()))
     assert [r["id"] for r in rows] == ["HP#0", "HP#3"]  # least moved first
-    assert float(rows[0]["rouge_l_mean"]) == pytest.approx(0.3)
+    # a mean of a few recalls, written as text: float64's 17 digits keep it to 1e-15
+    assert float(rows[0]["rouge_l_mean"]) == pytest.approx(0.3, rel=1e-12)
     assert len((out / "continuations.jsonl").read_text().splitlines()) == 3
     assert len((out / "scores.jsonl").read_text().splitlines()) == 4
     text = terminal_text(res)
@@ -340,7 +345,8 @@ def _kept_vs_unlearned_auc(kept, forgot) -> float:
 def test_kept_vs_unlearned_auc_counts_pairs():
     assert _kept_vs_unlearned_auc([1.0, 1.1], [1.2, 1.3]) == 1.0
     assert _kept_vs_unlearned_auc([1.2, 1.3], [1.0, 1.1]) == 0.0
-    assert _kept_vs_unlearned_auc([1.0, 1.2], [1.1, 1.2]) == pytest.approx((1 + 1 + 0 + 0.5) / 4)
+    # pair counts over 4: an exact binary fraction
+    assert _kept_vs_unlearned_auc([1.0, 1.2], [1.1, 1.2]) == (1 + 1 + 0 + 0.5) / 4
 
 
 @pytest.mark.slow
@@ -401,7 +407,8 @@ def test_cli_end_to_end_with_continuations(unlearn_world, tmp_path, capsys):
     for x in lines:
         text = chunks[x["id"]]
         rest = text[word_spans(text)[32][0]:]
-        assert x["rouge_l_recall"] == pytest.approx(rouge_l_recall(x["continuation"], rest))
+        # the same count over count, written to JSON and read back (repr: exact)
+        assert x["rouge_l_recall"] == rouge_l_recall(x["continuation"], rest)
         assert len(rest.split()) == WORDS - 32
     assert len(list(csv.DictReader((out / "flagged.csv").open()))) == n
     html = (out / "report.html").read_text()

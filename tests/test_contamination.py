@@ -94,6 +94,10 @@ def test_copies_are_poisson_or_exact():
     assert cont.draw_occurrences(5, 4, poisson=False) == (4,) * 5
     for mean in (1, 2, 8):
         draws = cont.draw_occurrences(20000, mean, seed=1)
+        # sampling error, not rounding: the mean of 20,000 Poisson draws has standard error
+        # sqrt(mean / 20000) (0.007 at mean 1, 0.02 at 8), so 0.05 x mean is 7 to 20 of them;
+        # the share of zeros sqrt(p (1 - p) / 20000) <= 0.0035, so 0.01 is 2.8 of them (the
+        # draws are seeded: the same numbers on every machine)
         assert abs(sum(draws) / len(draws) - mean) < 0.05 * mean  # the mean asked for
         zero = sum(k == 0 for k in draws) / len(draws)  # never inserted: evaluated as held out
         assert abs(zero - math.exp(-mean)) < 0.01
@@ -324,13 +328,15 @@ def test_seeds_are_aggregated_per_sweep_value_and_method():
         "contamination-repeats", ("1", "8"), ("mink", "loss"), (0, 1, 2))
     s = agg.auc["8"]["mink"]
     assert s.values == (0.9, 0.8, 0.7)
-    assert (s.mean, s.sd, s.low, s.high) == pytest.approx((0.8, 0.1, 0.7, 0.9))
+    # a mean and a standard deviation of three float64 numbers: a few roundings of 1e-16
+    assert (s.mean, s.sd, s.low, s.high) == pytest.approx((0.8, 0.1, 0.7, 0.9), rel=1e-12)
     # mink: 0.6->0.9, 0.7->0.8, 0.5->0.7 (every seed up); loss: down, up, down
     assert agg.change("mink", "1", "8") == "rises" and agg.change("mink", "8", "1") == "falls"
     assert agg.change("loss", "1", "8") == "mixed"
     assert not agg.ranges_apart("mink", "1", "8")  # 0.5-0.7 touches 0.7-0.9
     saved = agg.to_json()["auc"]["1"]["loss"]
-    assert saved["per_seed"] == [0.55, 0.6, 0.65] and saved["mean"] == pytest.approx(0.6)
+    # a mean of three float64 numbers: a few roundings of 1e-16
+    assert saved["per_seed"] == [0.55, 0.6, 0.65] and saved["mean"] == pytest.approx(0.6, rel=1e-12)
     assert aggregate(runs[:1]).auc["1"]["mink"].sd == 0.0
 
 

@@ -88,12 +88,16 @@ def test_one_pass_per_need_and_scores_equal_the_methods_by_hand():
     stats = fake.stats_for_ids(fake.encode(TEXTS, TEXTS).ids, [False] * 8)
     low = fake.stats_for_ids(fake.encode([t.lower() for t in TEXTS], TEXTS).ids, [False] * 8)
     s = res.scores()
-    np.testing.assert_allclose(s["loss"], [st.L.astype(np.float64).mean() for st in stats])
+    # means of a few float32 numbers in float64, then at most a division: the same values up
+    # to a summation order, a few roundings of 1e-16 relative (1e-12 said)
+    np.testing.assert_allclose(s["loss"], [st.L.astype(np.float64).mean() for st in stats],
+                               rtol=1e-12, atol=0)
     mean_l = [st.L.astype(np.float64).mean() for st in stats]
     np.testing.assert_allclose(s["zlib"], [m / len(zlib.compress(t.encode()))
-                                           for m, t in zip(mean_l, TEXTS)])
+                                           for m, t in zip(mean_l, TEXTS)], rtol=1e-12, atol=0)
     low_l = [st.L.astype(np.float64).mean() for st in low]
-    np.testing.assert_allclose(s["lowercase"], [-(a / b) for a, b in zip(mean_l, low_l)])
+    np.testing.assert_allclose(s["lowercase"], [-(a / b) for a, b in zip(mean_l, low_l)],
+                               rtol=1e-12, atol=0)
     assert set(res.metrics()) == {"loss", "zlib", "lowercase", "mink", "minkpp", "surp"}
     assert res.counts["tokens"]["target"] == sum(len(t.split()) for t in TEXTS)
     assert {"target_pass", "lowercase_pass", "methods", "metrics"} <= set(res.timings)
@@ -105,8 +109,9 @@ def test_truncated_text_is_scored_on_its_span():
                                            blind=False), model=fake)
     span = " ".join(TEXTS[0].split()[:4])
     st = fake.stats_for_ids(fake.encode([span], ["x"]).ids, [True])[0]
+    # a float64 mean of four float32 numbers over a count: a few roundings of 1e-16
     assert res.scores()["zlib"][0] == pytest.approx(st.L.astype(np.float64).mean()
-                                                    / len(zlib.compress(span.encode())))
+                                                    / len(zlib.compress(span.encode())), rel=1e-12)
     assert res.counts["truncated"]["target"] == 8 - 1  # 'Stars shine at night' fits
 
 

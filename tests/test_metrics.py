@@ -23,6 +23,8 @@ def test_point_estimates_match_sklearn(seed):
     if seed % 2:  # heavy ties
         scores = np.round(scores, 1)
     m = compute_metrics(scores, labels, n_bootstrap=50)
+    # both are ratios of pair counts (ties a half), computed in float64 through
+    # ranks or trapezoids (n < 400): a few hundred roundings of 1.1e-16 at most, 1e-12 absolute said
     assert m.auc == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
     for t in FPR_TARGETS:
         assert m.tpr[t] == pytest.approx(sk_tpr_at(labels, scores, t), abs=1e-12)
@@ -34,6 +36,7 @@ def test_weighted_roc_equals_sklearn_on_resampled_data():
     idx = rng.integers(0, 60, 60)
     w = np.bincount(idx, minlength=60)[None]
     auc, tpr = weighted_roc(scores, labels, w)
+    # weighted pair counts below 60^2 in float64 (as above): 1e-12 absolute
     assert auc[0] == pytest.approx(roc_auc_score(labels[idx], scores[idx]), abs=1e-12)
     assert tpr[0, 1] == pytest.approx(sk_tpr_at(labels[idx], scores[idx], 0.05), abs=1e-12)
 

@@ -72,7 +72,7 @@ def same(a, b):
     assert len(a) == len(b)
     for x, y in zip(a, b):
         assert np.array_equal(x.ids, y.ids) and x.truncated == y.truncated
-        for k in ("L", "H", "M2"):
+        for k in ("L", "H", "M2", "var"):
             assert np.array_equal(getattr(x, k), getattr(y, k)), k
 
 

@@ -162,6 +162,8 @@ def test_roc_legend_has_auc_and_sits_outside_the_axes(loglog):
         table = {k: float(weighted_roc(s, labels, np.ones((1, len(s))))[0][0]) for k, s in scores.items()}
         assert texts == [f"{k} (AUC {table[k]:.3f})" for k in scores]  # as in the metrics table
         for k, s in scores.items():
+            # ratios of pair counts in float64 (weights of 1): a few hundred roundings of
+            # 1.1e-16 at most, 1e-12 absolute said
             assert table[k] == pytest.approx(roc_auc_score(labels, s), abs=1e-12)
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()

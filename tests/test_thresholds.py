@@ -13,14 +13,18 @@ SCORES = [0.9, 0.8, 0.7, 0.4, 0.6, 0.3, 0.2, 0.1]
 LABELS = [1, 1, 1, 1, 0, 0, 0, 0]
 
 
+# Thresholds are midpoints of two float64 scores and rates counts over counts: one or two
+# roundings of 1.1e-16 from the decimals written here, so rel=1e-12 throughout.
+
+
 def test_accuracy_rule_picks_the_most_accurate_cut():
     t = Threshold("accuracy").fit(SCORES, LABELS)
     # cut between 0.6 and 0.7 -> 3 TP, 1 FN (0.4), 0 FP: 7/8; cut between 0.3 and 0.4 ->
     # 4 TP, 1 FP (0.6): 7/8 too; the tie goes to the higher threshold (fewer false positives)
-    assert t.threshold_ == pytest.approx(0.65)
-    assert t.val_accuracy_ == pytest.approx(7 / 8)
-    assert t.val_tpr_ == pytest.approx(3 / 4) and t.val_fpr_ == 0.0
-    assert t.val_auc_ == pytest.approx(15 / 16)  # one inverted pair of 16
+    assert t.threshold_ == pytest.approx(0.65, rel=1e-12)
+    assert t.val_accuracy_ == pytest.approx(7 / 8, rel=1e-12)
+    assert t.val_tpr_ == pytest.approx(3 / 4, rel=1e-12) and t.val_fpr_ == 0.0
+    assert t.val_auc_ == pytest.approx(15 / 16, rel=1e-12)  # one inverted pair of 16
     assert (t.n_val_, t.n_val_members_, t.n_val_nonmembers_) == (8, 4, 4)
     assert t.predict([0.66, 0.651, 0.649, t.threshold_, 10]).tolist() == [1, 1, 0, 0, 1]
 
@@ -28,11 +32,11 @@ def test_accuracy_rule_picks_the_most_accurate_cut():
 def test_fpr_rule_is_the_lowest_threshold_within_the_target():
     t = Threshold("fpr=0.25").fit(SCORES, LABELS)
     # FPR <= 1/4 allows the non-member at 0.6 above the cut: the cut is between 0.3 and 0.4
-    assert t.threshold_ == pytest.approx(0.35)
-    assert t.val_fpr_ == pytest.approx(0.25) and t.val_tpr_ == 1.0
+    assert t.threshold_ == pytest.approx(0.35, rel=1e-12)
+    assert t.val_fpr_ == pytest.approx(0.25, rel=1e-12) and t.val_tpr_ == 1.0
     t0 = Threshold("fpr=0.01").fit(SCORES, LABELS)  # no false positive allowed
-    assert t0.threshold_ == pytest.approx(0.65) and t0.val_fpr_ == 0.0
-    assert t0.val_tpr_ == pytest.approx(0.75)
+    assert t0.threshold_ == pytest.approx(0.65, rel=1e-12) and t0.val_fpr_ == 0.0
+    assert t0.val_tpr_ == pytest.approx(0.75, rel=1e-12)
 
 
 def test_ends_and_ties():
@@ -67,7 +71,8 @@ def test_the_expected_fpr_is_measured_out_of_sample():
         assert t.oof_calls_[10:].tolist() == [0] * 9 + [1]  # the 0.95 text, held out
     summary = t.summary()
     assert summary.expected_fpr_source == "cross-validated (5 folds)"
-    assert summary.expected_fpr_ci == pytest.approx((0.0179, 0.4042), abs=1e-4)  # Wilson 1/10
+    # Wilson 1/10, the values written to 4 decimals: within half a unit, 5e-5
+    assert summary.expected_fpr_ci == pytest.approx((0.0179, 0.4042), abs=5e-5)
     assert summary.val_fpr == 0.0
     # the in-sample rate of an "fpr=0.05" threshold is at most 5% by construction; held out,
     # the rate is usually higher: the optimism the cross-validation removes
@@ -91,7 +96,7 @@ def test_folds_of_whole_books_when_texts_name_their_book():
     y = [int(b.startswith("m")) for b in groups]
     for seed in range(3):
         t = Threshold("accuracy", seed=seed).fit(s, y, groups=groups)
-        assert t.threshold_ == pytest.approx(0.95) and t.val_fpr_ == 0.0
+        assert t.threshold_ == pytest.approx(0.95, rel=1e-12) and t.val_fpr_ == 0.0
         assert t.cv_folds_used_ == 4 and t.cv_false_positives_ == 5
         assert [int(c) for c, g in zip(t.oof_calls_, groups) if g in "ABCD"] == [1] * 5 + [0] * 15
         assert t.summary().expected_fpr_source == "cross-validated (4 folds of whole groups)"
@@ -126,9 +131,10 @@ def test_too_few_texts_per_class_fall_back_to_in_sample():
 
 
 def test_wilson_interval_textbook_values():
-    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
+    # textbook values written to 4 decimals: within half a unit, 5e-5
+    assert wilson_interval(8, 10) == pytest.approx((0.4902, 0.9433), abs=5e-5)
     # 0 of n: the upper end is z^2 / (n + z^2) = 3.8415 / 13.8415
-    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert wilson_interval(0, 10) == pytest.approx((0.0, 0.2775), abs=5e-5)
     assert wilson_interval(0, 20)[0] == 0.0 and wilson_interval(20, 20)[1] == 1.0
     assert wilson_interval(0, 0) == (0.0, 1.0)
 
@@ -136,7 +142,7 @@ def test_wilson_interval_textbook_values():
 def test_auc_counts_ties_as_half():
     t = Threshold("accuracy", cv_folds=0).fit([0.5, 0.5, 0.9, 0.1], [1, 0, 1, 0])
     # pairs (member, non-member): (0.5, 0.5) tie = 1/2, (0.5, 0.1) 1, (0.9, 0.5) 1, (0.9, 0.1) 1
-    assert t.val_auc_ == pytest.approx(3.5 / 4)
+    assert t.val_auc_ == pytest.approx(3.5 / 4, rel=1e-12)
 
 
 @pytest.mark.parametrize("labels, message", [

@@ -1,6 +1,13 @@
 """Per-token statistics: the log-probability L of each text token, the entropy H of the
-model's distribution there and its second moment M2 of the log-probability, computed in
-float32 over the whole vocabulary; the only model output single-pass methods see."""
+model's distribution there, its second moment M2 of the log-probability and its variance
+var of the log-probability, computed in float32 over the whole vocabulary; the only model
+output single-pass methods see.
+
+var = M2 - H^2 mathematically (SPEC section 2), but that difference cancels in float32
+wherever the variance is small against H^2 (a near-uniform distribution over many tokens:
+H^2 ~ 100, var ~ 1e-4, and float32's spacing at 100 is 8e-6): a backend computes var
+directly, as sum_v P(v) (log P(v) + H)^2, in the same pass, and readers of the variance
+(minkpp, infill) read `var`, never M2 - H^2."""
 
 from __future__ import annotations
 
@@ -14,8 +21,13 @@ import numpy as np
 class TokenStats:
     """Statistics of one text under one model, over its n text positions (no start token).
 
-    ids[i] = x_{i+1}; L = log P(x_i); H = entropy of P_i (nats); M2 = E_{P_i}[(log P)^2].
-    """
+    ids[i] = x_{i+1}; L = log P(x_i); H = entropy of P_i (nats); M2 = E_{P_i}[(log P)^2];
+    var = E_{P_i}[(log P + H)^2], the variance of log P under P_i (= M2 - H^2).
+
+    A backend gives `var` computed without cancellation. Hand-made statistics (tests,
+    examples) may leave it out: it is then M2 - H^2 computed in float64 from the values
+    given, exact for the numbers a person writes, and as inexact as float32 allows for a
+    model's float32 M2 (never what a backend gives)."""
 
     ids: np.ndarray  # [n] int64
     L: np.ndarray  # [n] float32
@@ -23,13 +35,21 @@ class TokenStats:
     M2: np.ndarray  # [n] float32
     truncated: bool = False  # the text was cut to the model's context
     top: np.ndarray | None = None  # [n] int64 argmax id of P_i (infill); None if not computed
+    var: np.ndarray | None = None  # [n] float32; None given: M2 - H^2 (float64), see above
+
+    def __post_init__(self) -> None:
+        if self.var is None:
+            derived = np.asarray(self.M2, np.float64) - np.asarray(self.H, np.float64) ** 2
+            object.__setattr__(self, "var", derived.astype(np.float32))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
     @classmethod
-    def from_lists(cls, ids, L, H=None, M2=None, truncated: bool = False) -> TokenStats:
-        """Hand-made statistics (tests, examples): H and M2 default to zeros."""
+    def from_lists(cls, ids, L, H=None, M2=None, truncated: bool = False,
+                   var=None) -> TokenStats:
+        """Hand-made statistics (tests, examples): H and M2 default to zeros, var to
+        M2 - H^2 (float64)."""
         n = len(ids)
         zeros = [0.0] * n
         return cls(
@@ -38,6 +58,7 @@ class TokenStats:
             H=np.asarray(zeros if H is None else H, dtype=np.float32),
             M2=np.asarray(zeros if M2 is None else M2, dtype=np.float32),
             truncated=truncated,
+            var=None if var is None else np.asarray(var, dtype=np.float32),
         )
 
 

@@ -21,13 +21,15 @@ from typing import Protocol, runtime_checkable
 
 from pddkit.stats import TokenStats
 
-STATS_FORMAT = 1  # bumped whenever the meaning or layout of TokenStats changes
+# bumped whenever the meaning or layout of TokenStats changes (it is in every cache key)
+# 2: TokenStats.var, the variance computed without cancellation; entries without it are misses
+STATS_FORMAT = 2
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend can give. Without the full distribution, TokenStats.H and .M2 are
-    NaN and methods that read them (minkpp, surp) are skipped, never approximated."""
+    """What a backend can give. Without the full distribution, TokenStats.H, .M2 and .var
+    are NaN and methods that read them (minkpp, surp) are skipped, never approximated."""
 
     full_distribution: bool = True  # H and M2 (the whole next-token distribution)
     hidden_states: bool = True  # activations (the probe)

@@ -204,6 +204,17 @@ def _source(name: str, trust_remote_code: bool, local_files_only: bool,
     return src, common
 
 
+
+def _dtype_keyword() -> str:
+    """from_pretrained's dtype argument: `dtype` from transformers 4.56 (where `torch_dtype`
+    became deprecated), `torch_dtype` before (4.45-4.55 pass an unknown `dtype` on to the
+    model's constructor, which refuses it)."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    return "dtype" if Version(version("transformers")) >= Version("4.56") else "torch_dtype"
+
 def load_model(
     name: str,
     *,
@@ -241,7 +252,8 @@ def load_model(
         check_causal(config, name, role)  # before any weights are read
         tokenizer = load_tokenizer_of(name, adapter, trust_remote_code=trust_remote_code,
                                       local_files_only=local_files_only, revision=revision)
-        model, info = AutoModelForCausalLM.from_pretrained(src, config=config, dtype=torch_dtype,
+        model, info = AutoModelForCausalLM.from_pretrained(src, config=config,
+                                                           **{_dtype_keyword(): torch_dtype},
                                                            output_loading_info=True, **common,
                                                            **extra)
     except (OSError, ValueError, KeyError) as e:

@@ -69,6 +69,8 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
     """`n` continuations (token ids, end token excluded) of `prompt` ([start] + prompt ids)."""
     import torch
 
+    from pddkit.backends.cached_forward import cache_arguments, returned_cache
+
     rows: list[list[int]] = [[] for _ in range(n)]
     if max_new <= 0 or n <= 0:
         return rows
@@ -78,18 +80,19 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
     drawn = []
     with torch.inference_mode():
         keep = _last_logits_only(model)  # the prompt's last position only: no [T, V] logits
-        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True, **keep)
-        cache = out.past_key_values
+        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True,
+                    **keep, **cache_arguments(model, None))
+        cache = returned_cache(out)
         if cache is None:
             from pddkit.errors import PddkitError
 
             raise PddkitError(f"{type(model).__name__} gives no key/value cache to sample with")
-        if not hasattr(cache, "batch_repeat_interleave"):  # a legacy tuple cache
+        if not hasattr(cache, "batch_repeat_interleave"):  # a cache of a model's own kind
             from pddkit.errors import PddkitError
 
             raise PddkitError(f"{type(model).__name__} returns a key/value cache pddkit cannot "
-                              "expand to several samples (a tuple, not a transformers Cache); "
-                              "samia cannot sample with it")
+                              f"expand to several samples ({type(cache).__name__}); samia "
+                              "cannot sample with it")
         cache.batch_repeat_interleave(n)  # the prompt's keys and values, once per row
         logits = out.logits[:, -1, :].float().expand(n, -1)
         done = torch.zeros(n, dtype=torch.bool, device=device)
@@ -100,8 +103,8 @@ def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float
             done |= torch.isin(token, ends)
             if bool(done.all()) or step + 1 == max_new:
                 break
-            out = model(input_ids=token[:, None], past_key_values=cache, use_cache=True)
-            cache, logits = out.past_key_values, out.logits[:, -1, :].float()
+            out = model(input_ids=token[:, None], use_cache=True, **cache_arguments(model, cache))
+            cache, logits = returned_cache(out), out.logits[:, -1, :].float()
     for r, seq in enumerate(torch.stack(drawn, 1).tolist()):
         for t in seq:
             if t in end_ids:

@@ -3,7 +3,10 @@
 Layout: `manifest.json` ({"format": "pddkit-stats-cache", "version": N}) and immutable
 shards `shard-<pid>-<time>-<random>.npz` (np.savez, no pickle). A shard holds each entry's
 argmax ids (TokenStats.top, `infill`) as `top` (int32, -1 where absent) with `has_top`
-per entry; a shard written before either existed reads as top=None. A shard is written to a
+per entry; a shard written before either existed reads as top=None. Each entry's variance
+(TokenStats.var) is `var`; a shard without it (written before pddkit stored it, under
+an older statistics format whose keys never match) is refused as unreadable rather than read
+with a variance derived from M2 - H^2. A shard is written to a
 hidden `*.tmp` file and renamed into place, so a killed process leaves no shard a later run
 could read as complete; each writer names its own shards, so processes need no locks.
 
@@ -126,7 +129,9 @@ def read_arrays(shard: Path, n: int) -> dict[str, np.ndarray]:
     be read or do not fit together."""
     try:
         with np.load(shard, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in ("offsets", "truncated", "ids", "L", "H", "M2")}
+            if "var" not in z.files:
+                raise ValueError("it has no variances (written by an older pddkit)")
+            arrays = {k: z[k] for k in ("offsets", "truncated", "ids", "L", "H", "M2", "var")}
             if "has_top" in z.files:  # argmax ids (infill); older shards have none
                 arrays["has_top"], arrays["top"] = z["has_top"], z["top"]
     except _UNREADABLE as e:
@@ -134,7 +139,7 @@ def read_arrays(shard: Path, n: int) -> dict[str, np.ndarray]:
     offsets, total = arrays["offsets"], len(arrays["ids"])
     if (offsets.shape != (n + 1,) or arrays["truncated"].shape != (n,) or int(offsets[0]) != 0
             or int(offsets[-1]) != total or bool(np.any(np.diff(offsets) < 0))
-            or any(arrays[k].shape != (total,) for k in ("L", "H", "M2"))
+            or any(arrays[k].shape != (total,) for k in ("L", "H", "M2", "var"))
             or ("has_top" in arrays and (arrays["has_top"].shape != (n,)
                                          or arrays["top"].shape != (total,)))):
         raise ValueError("its arrays do not fit together")
@@ -169,6 +174,7 @@ class _Pending:
             "L": _cat([s.L for s in stats], np.float32),  # [total]
             "H": _cat([s.H for s in stats], np.float32),  # [total]
             "M2": _cat([s.M2 for s in stats], np.float32),  # [total]
+            "var": _cat([s.var for s in stats], np.float32),  # [total]
             "has_top": np.array([s.top is not None for s in stats], dtype=bool),  # [n]
             "top": _cat([np.full(len(s), -1) if s.top is None else s.top for s in stats],
                         np.int32),  # [total] argmax ids, -1 where an entry has none
@@ -303,6 +309,7 @@ class StatsStore:
                            if "has_top" in z and z["has_top"][row] else None)
                     out[key] = TokenStats(ids=z["ids"][a:b].copy(), L=z["L"][a:b].copy(),
                                           H=z["H"][a:b].copy(), M2=z["M2"][a:b].copy(),
+                                          var=z["var"][a:b].copy(),
                                           truncated=bool(z["truncated"][row]), top=top)
         return out
 

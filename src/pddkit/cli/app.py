@@ -30,9 +30,10 @@ class _FlagFormatter(logging.Formatter):
 
 
 class _StderrHandler(logging.StreamHandler):
-    """Writes to sys.stderr as it is when a line is logged, not as it was when the handler
-    was made (a stream replaced since, and closed, as a test's captured stderr, is never
-    written to)."""
+    """Writes to whatever sys.stderr is when a record is emitted, not the stream that was
+    sys.stderr when the command started: a caller that swaps sys.stderr for a while (pytest's
+    capture, click's CliRunner) and closes it afterwards leaves no handler writing to a
+    closed file (logging's own last-resort handler does the same)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
@@ -42,7 +43,7 @@ class _StderrHandler(logging.StreamHandler):
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:
+    def stream(self, value) -> None:  # StreamHandler.__init__ and setStream assign it
         pass
 
 

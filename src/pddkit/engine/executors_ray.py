@@ -77,13 +77,13 @@ class StatsWorker:
         return backend.fingerprint(), (facts() if facts is not None else None)
 
     def stats(self, seqs: list[list[int]], prefix: list[int] | None = None) -> list[tuple]:
-        """(L, H, M2, top) of each sequence: one batch of the local pass (top: the argmax
-        ids, None from a backend that gives none); given `prefix` (recall's shots), its
+        """(L, H, M2, top, var) of each sequence: one batch of the local pass (top: the
+        argmax ids, None from a backend that gives none); given `prefix` (recall's shots), its
         conditioned pass, the prefix computed once for the batch."""
         backend, flags = self.backend(), [False] * len(seqs)
         out = (backend.stats_for_ids(seqs, flags, desc="ray actor") if prefix is None
                else backend.stats_given_prefix(prefix, seqs, flags, desc="ray actor"))
-        return [(st.L, st.H, st.M2, st.top) for st in out]
+        return [(st.L, st.H, st.M2, st.top, st.var) for st in out]
 
 
     def sample(self, prompts: list[str], names: list[str], n: int, top_k: int, top_p: float,
@@ -399,8 +399,9 @@ class RayExecutor:
 
 def _stats(ids: Sequence[int], arrays: tuple, truncated: bool) -> TokenStats:
     """TokenStats as the local pass gives them: int64 ids, float32 L, H, M2, int64 top
-    (the argmax ids, when the actor's backend gives them)."""
+    (the argmax ids, when the actor's backend gives them), float32 var."""
     L, H, M2 = (np.asarray(a, dtype=np.float32) for a in arrays[:3])
-    top = arrays[3] if len(arrays) > 3 else None
+    top, var = arrays[3], arrays[4]
     return TokenStats(np.asarray(ids, dtype=np.int64), L, H, M2, bool(truncated),
-                      top=None if top is None else np.asarray(top, dtype=np.int64))
+                      top=None if top is None else np.asarray(top, dtype=np.int64),
+                      var=np.asarray(var, dtype=np.float32))

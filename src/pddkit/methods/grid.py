@@ -28,11 +28,12 @@ class Padded:
     M2: np.ndarray
     ids: np.ndarray  # [N, T] int64, -1 past the end
     n: np.ndarray  # [N]
+    var: np.ndarray  # TokenStats.var
 
     @classmethod
     def of(cls, stats: Sequence[TokenStats]) -> Padded:
         N, T = len(stats), max(len(s) for s in stats)
-        arrays = {k: np.full((N, T), np.nan) for k in ("L", "H", "M2")}
+        arrays = {k: np.full((N, T), np.nan) for k in ("L", "H", "M2", "var")}
         ids = np.full((N, T), -1, dtype=np.int64)
         for i, s in enumerate(stats):
             for k in arrays:

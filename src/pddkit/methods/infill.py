@@ -32,8 +32,8 @@ def check(k: float, lookahead: int, variant: str) -> None:
         raise PddkitError(f"variant must be one of {', '.join(VARIANTS)}, not {variant!r}")
 
 
-def _var(M2, H) -> np.ndarray:
-    return np.asarray(M2, np.float64) - np.asarray(H, np.float64) ** 2
+def _var(var) -> np.ndarray:
+    return np.asarray(var, np.float64)
 
 
 def _sd(var) -> np.ndarray:
@@ -61,11 +61,14 @@ def infill_ratios(x: TokenStats, infill, lookahead: int = 5,
                               f"and a text of {n} tokens with lookahead={lookahead} needs {end}")
         vL, vH = np.asarray(v.L[i:end], np.float64), np.asarray(v.H[i:end], np.float64)
         if variant == "corrected":  # each position j with its own sequence's statistics
-            var_x, var_v = _var(x.M2[i:end], H[i:end]), _var(v.M2[i:end], vH)
+            var_x, var_v = _var(x.var[i:end]), _var(v.var[i:end])
             z_x = (L[i:end] + H[i:end]) / _sd(var_x)
             z_v = (vL + vH) / _sd(var_v)
         else:  # the authors' code: every position with position i's statistics
-            var_x, var_v = _var(x.M2[i], H[i]), _var(v.M2[i], H[i])
+            # M2_i(x') - H_i(x)^2 = var_i(x') + (H_i(x') - H_i(x)) (H_i(x') + H_i(x)),
+            # without the cancellation of M2 - H^2 (pddkit/stats.py)
+            var_x = _var(x.var[i])
+            var_v = _var(v.var[i]) + (vH[0] - H[i]) * (vH[0] + H[i])
             z_x = (L[i:end] + H[i]) / _sd(var_x)
             z_v = (vL + vH[0]) / _sd(var_v)
         r[i] = float(np.sum(z_x - z_v))

@@ -1,5 +1,6 @@
 """Min-K%++ (Zhang et al. 2025, ICLR): token log-prob standardised by the model's
-own distribution, z_i = (L_i - mu_i) / sigma_i with mu_i = -H_i, sigma_i^2 = M2_i - H_i^2."""
+own distribution, z_i = (L_i - mu_i) / sigma_i with mu_i = -H_i, sigma_i^2 = M2_i - H_i^2,
+read as TokenStats.var (the same number, computed by the backend without cancellation)."""
 
 from collections.abc import Sequence
 
@@ -13,25 +14,25 @@ from pddkit.stats import Observation
 VAR_FLOOR = 1e-12
 
 
-def zscores(L: np.ndarray, H: np.ndarray, M2: np.ndarray) -> np.ndarray:
-    L, H, M2 = (np.asarray(a, dtype=np.float64) for a in (L, H, M2))
-    return (L + H) / np.sqrt(np.maximum(M2 - H * H, VAR_FLOOR))
+def zscores(L: np.ndarray, H: np.ndarray, var: np.ndarray) -> np.ndarray:
+    L, H, var = (np.asarray(a, dtype=np.float64) for a in (L, H, var))
+    return (L + H) / np.sqrt(np.maximum(var, VAR_FLOOR))
 
 
 def minkpp_grid(P: Padded, log_freq, k: Sequence[float]) -> np.ndarray:
     """[N, K]: minkpp at every k of the grid, from padded statistics (NaN padding stays NaN)."""
-    return _lowest_means(zscores(P.L, P.H, P.M2), P.n, k)
+    return _lowest_means(zscores(P.L, P.H, P.var), P.n, k)
 
 
 def minkpp_fallback(obs: Observation, *, k: float = 0.2) -> str | None:
     """A text whose lowest-k z-scores include a token with a (near) one-point predicted
     distribution: its variance is floored at VAR_FLOOR, so its z-score is not the paper's."""
     t = obs.target
-    H, M2 = (np.asarray(a, dtype=np.float64) for a in (t.H, t.M2))
-    floored = M2 - H * H < VAR_FLOOR
+    var = np.asarray(t.var, dtype=np.float64)
+    floored = var < VAR_FLOOR
     if not floored.any():
         return None
-    z = zscores(t.L, H, M2)
+    z = zscores(t.L, t.H, var)
     m = n_lowest(k, z.shape[0])
     if not floored[np.argpartition(z, m - 1)[:m]].any():
         return None
@@ -44,4 +45,4 @@ def minkpp_fallback(obs: Observation, *, k: float = 0.2) -> str | None:
                  summary="Min-K% over z_i = (L_i + H_i) / sqrt(M2_i - H_i^2)")
 def minkpp(obs: Observation, *, k: float = 0.2) -> float:
     t = obs.target
-    return mean_of_lowest(zscores(t.L, t.H, t.M2), k)
+    return mean_of_lowest(zscores(t.L, t.H, t.var), k)
