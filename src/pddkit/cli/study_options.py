@@ -83,6 +83,12 @@ AUDIT_OPTIONS = [
     click.option("--fdr", default=0.05, show_default=True, type=float,
         help="False-discovery rate over the audited books (Benjamini-Hochberg): a book is "
         "marked when its rate is improbable for a never-seen book at this level."),
+    click.option("--assume-no-book-spread", is_flag=True,
+        help="Mark books even when the validation texts name no book (no group column): "
+        "assume books the model never saw do not differ in their rates, and test each book "
+        "against one pooled never-seen rate. Unchecked; where never-seen books do differ it "
+        "marks more of them than --fdr says. Without it, such an audit gives rates but no "
+        "verdict."),
     *STUDY_OUTPUT_OPTIONS,
     click.option("--ref-model", default=None, help="Reference model, for --method ref."),
     click.option("--freq", type=click.Path(), default=None,
