@@ -208,7 +208,7 @@ def test_without_a_measured_spread_between_books_no_book_is_marked_and_the_verdi
         assert [b.marked for b in rates] == [None] * 4 and rates[0].book == "book3"  # member
         verdict = _verdict(rates, judged.threshold, ref, _test_summary(judged), 0)
         assert verdict.startswith(f"No verdict on the 4 books audited: {reason}")
-        assert "name each validation text's book in a `group` column" in verdict
+        assert 'name each validation text\'s book in a "group" column' in verdict
         assert "`assume_no_book_spread=True`" in verdict and "Of 4 books" not in verdict
     # with groups the never-seen books' spread is measured: a verdict (6 never-seen books
     # leave the spread so uncertain that even 19 of 20 is not improbable enough to mark)
@@ -319,14 +319,15 @@ def _cuts(audited, names=None):
             for name, scores in zip(names, audited)]
 
 
-def _judged_result(tmp_path, report=True):
+def _judged_result(tmp_path, report=True, grouped=True):
     """An audit result from the real decision path on simulated scores: 6 member and 6
-    never-seen validation books (groups), a member book and a never-seen book audited."""
+    never-seen validation books (groups, unless not `grouped`), a member book and a
+    never-seen book audited."""
     rng = np.random.default_rng(5)
     val, y, groups, audited = _scored_world(rng, books=6, snippets=30, unseen=1, seen=1,
                                             tau=0.2, shift=2.5)
     audited = audited[::-1]  # the member book first
-    judged = judge_books(val, y, audited, val_groups=groups, fdr=0.05)
+    judged = judge_books(val, y, audited, val_groups=groups if grouped else None, fdr=0.05)
     names = ["Member Book", "Unseen Book"]
     rates = _rates(_cuts(audited, names), {"Member Book": 5000, "Unseen Book": 4000}, judged)
     test = _test_summary(judged)
@@ -369,6 +370,36 @@ def test_results_record_the_reference_and_each_books_p_and_q_values(tmp_path):
                      r"never saw, marked by chance \(the 5% false-discovery rate allows at most "
                      r"0\.05\)\.", saved["verdict"]), saved["verdict"]
     assert "not accounted for" not in saved["verdict"]
+
+
+def test_without_groups_the_files_and_the_table_say_no_verdict_and_why(tmp_path):
+    from pddkit.reporting.audit_report import load_audit, terminal_books, validation_lines
+
+    _, out = _judged_result(tmp_path, report=False, grouped=False)
+    saved = load_audit(out)
+    why = ("the validation texts name no book (group), so nothing measures how much books "
+           "the model never saw differ from one another")
+    assert saved["book_test"]["verdict_given"] is False and saved["book_test"]["why_not"] == why
+    assert saved["book_test"]["cutoff"] is None and saved["book_test"]["p_values"] is None
+    assert [(b["p_value"], b["q_value"], b["marked"]) for b in saved["books"]] == [(None,) * 3] * 2
+    ref = saved["never_seen_reference"]
+    assert ref["assumption"] == "" and ref["out_of_fold"].startswith("cross-fitted in 5 folds "
+                                                                      "of texts")
+    rows = list(csv.DictReader((out / "books.csv").open()))
+    assert [(r["p_value"], r["q_value"], r["marked"]) for r in rows] == [("", "", "")] * 2
+    assert {r["verdict"] for r in rows} == {f"no verdict: {why}"}
+    lines = terminal_books(saved)
+    assert lines[0] == "Books ranked by contamination rate"
+    assert lines[1].split() == ["rank", "book", "rate", "%", "[95%", "CI]", "snippets", "above",
+                                "verdict"]  # no p or q columns
+    assert [line.rstrip().endswith("no verdict") for line in lines[3:5]] == [True, True]
+    note = " ".join(lines[5:])
+    assert f"'no verdict': no book is marked, because {why}." in note
+    assert 'A "group" column in the validation data' in note and all(len(x) <= 100 for x in lines)
+    summary = dict(validation_lines(saved))
+    assert summary["never-seen rate"].startswith(f"{100 * ref['mean']:.1f}% of never-seen")
+    assert "cross-fitted in 5 folds of texts" in summary["never-seen rate"]
+    assert summary["a book is marked"].startswith("no book is marked, because")
 
 
 @pytest.mark.slow
@@ -518,8 +549,9 @@ def test_ground_truth_ungrouped_validation_marks_no_never_seen_book(book_world):
                                 "no book (group), so nothing measures how much books the model "
                                 "never saw differ from one another")
     assert r.reference.out_of_fold.startswith("cross-fitted in 5 folds of texts")
-    assert any(n.startswith("no book is marked: the validation texts name no book") for n in
-               r.notices)
+    assert r.book_test["why_not"] == ("the validation texts name no book (group), so nothing "
+                                      "measures how much books the model never saw differ "
+                                      "from one another")
     saved = r.to_dict()
     assert saved["configuration"]["assume_no_book_spread"] is False
     assert saved["never_seen_reference"]["assumption"] == ""
@@ -529,7 +561,9 @@ def test_ground_truth_ungrouped_validation_marks_no_never_seen_book(book_world):
     marked = {b.book for b in assumed.books if b.marked}
     assert set(MEMBERS) <= marked and "usher" in marked, marked
     assert assumed.book_test["verdict_given"] and assumed.reference.assumption
-    assert "This rests on an assumption the validation data cannot check" in assumed.verdict
+    assert ("This rests on the assumption that never-seen books do not differ from one "
+            "another in their rates beyond chance (stated, not measured), which nothing here "
+            "checks") in assumed.verdict
     assert assumed.to_dict()["configuration"]["assume_no_book_spread"] is True
 
 

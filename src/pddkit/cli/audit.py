@@ -47,7 +47,7 @@ def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, wor
               "between books measured")
     click.echo(f"validation: {th.n_val} texts, {result.method} AUC {th.val_auc:.3f}; threshold "
                f"{th.threshold:.6g} ({th.rule}): TPR {100 * th.val_tpr:.1f}%, expected rate for a "
-               f"never-seen book {100 * ref.mean:.1f}% ({th.expected_fpr_source}; {spread})")
+               f"never-seen book {100 * ref.mean:.1f}% ({ref.out_of_fold.split(':')[0]}; {spread})")
     click.echo("\n".join(terminal_books(saved, top=30)))  # within 100 columns
     for notice in result.notices:
         click.echo(notice)

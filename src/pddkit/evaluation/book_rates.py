@@ -49,7 +49,7 @@ from pddkit.evaluation.beta_binomial import (
 from pddkit.evaluation.thresholds import Threshold, ThresholdSummary
 
 NO_SPREAD_ASSUMED = ("never-seen books do not differ from one another in their rates beyond "
-                     "chance (stated by the user, not measured)")
+                     "chance (stated, not measured)")
 
 
 @dataclass(frozen=True)

@@ -45,17 +45,19 @@ def reference_sentence(results: dict) -> str:
         return ("'above never-seen': the book's interval lies entirely above the interval of "
                 "the validation false-positive rate.")
     if not verdict_given(results):
-        return (f"'no verdict': no book is marked, because {test['why_not']}. A `group` column "
-                "in the validation data (each text's book; 5 or more never-seen books) gives "
-                "a verdict; so does --assume-no-book-spread, on the unchecked assumption that "
-                "never-seen books do not differ.")
+        return (f"'no verdict': no book is marked, because {test['why_not']}. A \"group\" "
+                "column in the validation data (each text's book; 5 or more never-seen books) "
+                "gives a verdict; so does stating that never-seen books do not differ, an "
+                "assumption the audit cannot check.")
     if ref["spread_accounted"]:
         how = (f"never-seen validation books' rates (out of fold: {ref['books']} books, mean "
                f"{100 * ref['mean']:.1f}%, book-to-book sd {100 * ref['between_book_sd']:.1f} "
                "points, a beta-binomial)")
     elif ref.get("assumption"):
-        how = (f"one pooled never-seen rate ({100 * ref['mean']:.1f}% out of fold, a binomial) "
-               f"on the stated assumption that {ref['assumption']} ({ref['reason']})")
+        return (f"'marked': more snippets above than one pooled never-seen rate "
+                f"({100 * ref['mean']:.1f}% out of fold, a binomial) makes likely, assuming that "
+                f"{ref['assumption']}; {ref['reason']}: one-sided p-value, Benjamini-Hochberg "
+                f"q-value at most {test['fdr']:g} over the {len(results['books'])} books.")
     else:  # folders written before issue 28
         how = (f"one pooled never-seen rate ({100 * ref['mean']:.1f}%, a binomial; between-book "
                f"variation is not accounted for: {ref['reason']})")

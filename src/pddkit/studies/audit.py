@@ -173,7 +173,7 @@ def _no_verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenRefer
                      f"of its {top.snippets} passages, 95% interval {100 * top.ci_low:.0f}-"
                      f"{100 * top.ci_high:.0f}%), beside about {100 * ref.mean:.0f}% for the "
                      "never-seen validation texts (out of fold).")
-    lines.append("For a verdict, name each validation text's book in a `group` column (with "
+    lines.append("For a verdict, name each validation text's book in a \"group\" column (with "
                  "5 or more never-seen books of 2 or more texts, and 2 or more books of each "
                  "kind), or state that never-seen books do not differ "
                  "(`assume_no_book_spread=True`), which marks more of them where they do.")
@@ -206,9 +206,9 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReferenc
             lines.append(f"Had the model seen none of these books, the chance of marking any "
                          f"would be at most {100 * fdr:g}% (the false-discovery rate).")
         if ref.assumption:
-            lines.append(f"This rests on an assumption the validation data cannot check "
-                         f"({ref.reason}): that {ref.assumption}; where never-seen books "
-                         "differ, more of them are marked than stated.")
+            lines.append(f"This rests on the assumption that {ref.assumption}, which nothing "
+                         f"here checks ({ref.reason}); where they do differ, more never-seen "
+                         "books are marked than stated.")
     lines.append(_quality(th))
     if skipped:
         lines.append(f"{skipped} books were too short for one passage and were not audited.")
@@ -342,13 +342,6 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     rates, test = _rates(cut, lengths, judged), _test_summary(judged)
     short = sum(len(g) < snippets for g in cut)
     notices = list(run.notices) + ([lengths_differ] if lengths_differ else [])
-    if not test["verdict_given"]:
-        notices.append(f"no book is marked: {judged.test.why_not}; give each validation text "
-                       "its book (a `group` column) for a verdict, or state that never-seen "
-                       "books do not differ (`assume_no_book_spread=True`)")
-    elif ref.assumption:
-        notices.append(f"books are marked against one pooled never-seen rate on the stated "
-                       f"assumption that {ref.assumption} ({ref.reason})")
     if judged.assumption_unused:
         notices.append(f"`assume_no_book_spread` was not used: the {ref.books} never-seen "
                        "validation books measure how much never-seen books differ")
