@@ -14,6 +14,7 @@ as `pddkit audit` does:
   never-seen books and the other 4 member books are audited; judged with book groups
   (folds of whole books, the never-seen books' spread), without groups (no verdict), and
   without groups with `assume_no_book_spread` (one pooled out-of-fold rate);
+- some books: as many books, but only 8 never-seen books validate (with groups);
 - few books (the issue's setting): the snippets of 1 member book and 1 never-seen book
   validate, 4 other never-seen books and 3 other member books are audited; without groups
   (no verdict) and with `assume_no_book_spread` (which is what the audit did by default
@@ -163,7 +164,7 @@ def judge_seed(path: Path, args) -> dict[str, dict[str, Tally]]:
     out: dict[str, dict[str, Tally]] = {}
     for rule in args.rules:
         tally = {key: Tally() for key in ("many/groups", "many/none", "many/assumed",
-                                          "few/none", "few/assumed")}
+                                          "some/groups", "few/none", "few/assumed")}
         rates, sds = [], []
         for split in range(args.splits):
             order, pick = rng.permutation(len(unseen)), rng.permutation(len(members))
@@ -183,6 +184,15 @@ def judge_seed(path: Path, args) -> dict[str, dict[str, Tally]]:
             tally["many/none"].add(judge_books(val, y, scores, **common).test, n_unseen)
             tally["many/assumed"].add(judge_books(val, y, scores, assume_no_book_spread=True,
                                                   **common).test, n_unseen)
+            # some books: 8 never-seen + 4 member books validate (groups), the rest audited
+            val_books = [members[i] for i in pick[:4]] + [unseen[i] for i in order[:8]]
+            audited = [unseen[i] for i in order[8:]] + [members[i] for i in pick[4:]]
+            val = np.concatenate([by_book[k] for k in val_books])
+            y = np.concatenate([np.full(by_book[k].size, int(k in members)) for k in val_books])
+            groups = np.concatenate([[k] * by_book[k].size for k in val_books])
+            tally["some/groups"].add(judge_books(val, y, [by_book[k] for k in audited],
+                                                 val_groups=groups, **common).test,
+                                     len(order) - 8)
             # few books: 1 member + 1 never-seen book validate, 4 + 3 audited
             val_books = [members[pick[0]], unseen[order[0]]]
             audited = [unseen[i] for i in order[1:5]] + [members[i] for i in pick[1:4]]
