@@ -127,7 +127,8 @@ class AuditResult:
                             f"{self.reference.mean:.4f}", f"{b.p_value:.3g}" if given else "",
                             f"{b.q_value:.3g}" if given else "", int(b.marked) if given else "",
                             ("marked" if b.marked else "not marked") if given else
-                            "no verdict: " + self.book_test["why_not"]])
+                            f"no verdict: {self.book_test['why_not']}; a \"group\" column "
+                            "naming each validation text's book gives one"])
         with (out / "snippets.jsonl").open("w") as fh:
             for s, score in zip(self.snippets, self.scores):
                 fh.write(json.dumps({"book": s.book, "index": s.index, "start_word": s.start_word,
