@@ -69,7 +69,8 @@ AUDIT_OPTIONS = [
         help="Books to audit: a folder of .txt files (searched recursively), one .txt, or a "
         "JSONL with book and text."),
     click.option("--val-data", type=click.Path(), default=None,
-        help="Labelled validation texts (1 member, 0 never seen) that choose the threshold."),
+        help="Labelled validation texts (1 member, 0 never seen) that choose the threshold; "
+        "a group column naming each text's book lets books be marked."),
     click.option("--val-benchmark", default=None,
         help="...or a labelled benchmark as validation, e.g. bookmia (see `pddkit list`)."),
     click.option("--data-dir", type=click.Path(), default=None,
