@@ -10,7 +10,8 @@ books x 100 snippets, all never seen. It counts the books marked by
 - the audit's rule: one-sided p-value against the never-seen validation books' spread
   (beta-binomial, parameters' uncertainty included), Benjamini-Hochberg at --fdr over the
   audited books (evaluation/book_rates.py), and the same with a binomial at the pooled
-  rate (what the audit falls back to without groups).
+  rate (what the audit does without groups only when told to assume that never-seen books
+  do not differ, --assume-no-book-spread; without it, it marks no book).
 
 Prints, per setting, the share of audited books falsely marked and the share of
 replicates with at least one false mark (with BH, the false-discovery rate when no book
@@ -18,6 +19,11 @@ was seen), and the power on 10 books whose true rates are 0.2 and 0.4 higher.
 
     .venv/bin/python benchmarks/audit_false_marks.py [--replicates 1000] [--fdr 0.05]
     .venv/bin/python benchmarks/audit_false_marks.py --scores   # through judge_books
+
+With `--scores`, snippet scores go through the whole decision (evaluation/book_rates.
+judge_books: the threshold chosen on validation, the never-seen rate out of fold), judged
+with book groups, without them (no verdict: counted, and no book may be marked) and without
+them with `assume_no_book_spread`.
 """
 
 from __future__ import annotations
@@ -84,7 +90,7 @@ def simulate_calls(args) -> None:
           f"never-seen books, mean rate {args.fpr}, {args.replicates} replicates, "
           f"BH at {args.fdr}")
     print(f"{'rates':>12} {'sd':>5} | {'old: books':>10} {'runs':>6} | {'beta-bin: books':>15} "
-          f"{'runs':>6} | {'binomial: books':>15} {'runs':>6} | power "
+          f"{'runs':>6} | {'assumed: books':>15} {'runs':>6} | power "
           + " ".join(f"+{up}" for up in args.lift) + " | fitted sd")
     for kind in args.kinds:
         for sd in args.sds:
@@ -102,13 +108,18 @@ def simulate_calls(args) -> None:
 def simulate_scores(args) -> None:
     """Through judge_books: snippet scores N(book effect, 1), members shifted by 1.5;
     the book effect's sd chosen so never-seen books' rates vary by about `sd`; the
-    threshold chosen on validation (accuracy), grouped folds, the fitted reference."""
+    threshold chosen on validation (accuracy), the never-seen rate out of fold; judged with
+    groups (folds of whole books, the fitted spread), without (no verdict) and without
+    groups assuming no spread (one pooled rate)."""
     from scipy.stats import norm
 
-    print(f"scores through judge_books, {args.replicates} replicates, BH at {args.fdr}")
+    print(f"scores through judge_books, {args.replicates} replicates, {args.books} + "
+          f"{args.books} validation books x {args.snippets} snippets, {args.audited} audited "
+          f"never-seen books, BH at {args.fdr}")
     for sd in args.sds:
         rng = np.random.default_rng([args.seed, int(1000 * sd), 7])
-        false, runs = [], []
+        got = {"groups": ([], []), "assumed": ([], [])}
+        verdicts_without = 0
         t = norm.ppf(1 - args.fpr)
         tau = sd / norm.pdf(t)  # rate = Phi(b - t): sd ~ phi(t) tau
         for _ in range(args.replicates):
@@ -118,13 +129,21 @@ def simulate_scores(args) -> None:
             scores = np.repeat(b_val, args.snippets) + rng.normal(size=labels.size) + 1.5 * labels
             groups = np.repeat(np.arange(2 * args.books), args.snippets).astype(str)
             audited = [rng.normal(b, 1, args.snippets) for b in rng.normal(0, tau, args.audited)]
-            j = judge_books(scores, labels, audited, val_groups=groups, fdr=args.fdr,
-                            seed=int(rng.integers(1 << 31)))
-            marked = np.array(j.test.marked)
-            false.append(marked.mean())
-            runs.append(marked.any())
-        print(f"sd {sd:.2f}: books falsely marked {np.mean(false):.4f}, runs with a false mark "
-              f"{np.mean(runs):.3f}")
+            seed = int(rng.integers(1 << 31))
+            for key, kw in (("groups", {"val_groups": groups}),
+                            ("assumed", {"assume_no_book_spread": True})):
+                j = judge_books(scores, labels, audited, fdr=args.fdr, seed=seed, **kw)
+                marked = np.array(j.test.marked)
+                got[key][0].append(marked.mean())
+                got[key][1].append(marked.any())
+            without = judge_books(scores, labels, audited, fdr=args.fdr, seed=seed).test
+            assert not any(without.marked), "no groups, no assumption: no book is marked"
+            verdicts_without += without.given
+        print(f"sd {sd:.2f}: books falsely marked / runs with a false mark: with groups "
+              f"{np.mean(got['groups'][0]):.4f} / {np.mean(got['groups'][1]):.3f}; without "
+              f"groups, assuming no spread {np.mean(got['assumed'][0]):.4f} / "
+              f"{np.mean(got['assumed'][1]):.3f}; without groups or the assumption: "
+              f"{verdicts_without} verdicts, 0 marks")
 
 
 def main() -> None:

@@ -71,7 +71,8 @@ AUDIT_OPTIONS = [
         help="Books to audit: a folder of .txt files (searched recursively), one .txt, or a "
         "JSONL with book and text."),
     click.option("--val-data", type=click.Path(), default=None,
-        help="Labelled validation texts (1 member, 0 never seen) that choose the threshold."),
+        help="Labelled validation texts (1 member, 0 never seen) that choose the threshold; "
+        "a group column naming each text's book lets books be marked."),
     click.option("--val-benchmark", default=None,
         help="...or a labelled benchmark as validation, e.g. bookmia (see `pddkit list`)."),
     click.option("--data-dir", type=click.Path(), default=None,
@@ -85,6 +86,12 @@ AUDIT_OPTIONS = [
     click.option("--fdr", default=0.05, show_default=True, type=float,
         help="False-discovery rate over the audited books (Benjamini-Hochberg): a book is "
         "marked when its rate is improbable for a never-seen book at this level."),
+    click.option("--assume-no-book-spread", is_flag=True,
+        help="Mark books even when the validation texts name no book (no group column): "
+        "assume books the model never saw do not differ in their rates, and test each book "
+        "against one pooled never-seen rate. Unchecked; where never-seen books do differ it "
+        "marks more of them than --fdr says. Without it, such an audit gives rates but no "
+        "verdict."),
     *STUDY_OUTPUT_OPTIONS,
     click.option("--ref-model", default=None, help="Reference model, for --method ref."),
     click.option("--freq", type=click.Path(), default=None,

@@ -25,6 +25,12 @@ def _marked(book: dict) -> bool:
     return bool(book.get("marked", book.get("flagged")))  # "flagged": folders before issue 19
 
 
+def verdict_given(results: dict) -> bool:
+    """False when the audit marked no book for want of a measured spread between books
+    (folders written before issue 28 always gave one)."""
+    return bool((results.get("book_test") or {}).get("verdict_given", True))
+
+
 def never_seen_rate(results: dict) -> float:
     """The rate expected for a never-seen book: the reference's mean (the validation
     false-positive rate in folders written before the reference existed)."""
@@ -38,11 +44,21 @@ def reference_sentence(results: dict) -> str:
     if not ref or not test:
         return ("'above never-seen': the book's interval lies entirely above the interval of "
                 "the validation false-positive rate.")
+    if not verdict_given(results):
+        return (f"'no verdict': no book is marked, because {test['why_not']}. A \"group\" "
+                "column in the validation data (each text's book; 5 or more never-seen books) "
+                "gives a verdict; so does stating that never-seen books do not differ, an "
+                "assumption the audit cannot check.")
     if ref["spread_accounted"]:
         how = (f"never-seen validation books' rates (out of fold: {ref['books']} books, mean "
                f"{100 * ref['mean']:.1f}%, book-to-book sd {100 * ref['between_book_sd']:.1f} "
                "points, a beta-binomial)")
-    else:
+    elif ref.get("assumption"):
+        return (f"'marked': more snippets above than one pooled never-seen rate "
+                f"({100 * ref['mean']:.1f}% out of fold, a binomial) makes likely, assuming that "
+                f"{ref['assumption']}; {ref['reason']}: one-sided p-value, Benjamini-Hochberg "
+                f"q-value at most {test['fdr']:g} over the {len(results['books'])} books.")
+    else:  # folders written before issue 28
         how = (f"one pooled never-seen rate ({100 * ref['mean']:.1f}%, a binomial; between-book "
                f"variation is not accounted for: {ref['reason']})")
     return (f"'marked': more snippets above than {how} make likely: one-sided p-value, "
@@ -50,14 +66,21 @@ def reference_sentence(results: dict) -> str:
             f"{len(results['books'])} books.")
 
 
+def _verdict_cell(book: dict, given: bool) -> str:
+    if not given:
+        return "no verdict"
+    return "marked" if _marked(book) else "-"
+
+
 def books_table(results: dict, top: int | None = None) -> Table:
     """Ranked books: rate [95% interval], snippets above / scored, p and q, the verdict."""
     books = results["books"][:top] if top else results["books"]
-    tested = "q_value" in (books[0] if books else {})
+    given = verdict_given(results)
+    tested = given and "q_value" in (books[0] if books else {})  # no p, q without a verdict
     rows = tuple((str(i), b["book"], Num(100 * b["rate"], (100 * b["ci_low"], 100 * b["ci_high"]),
                                         digits=1), f"{b['above']}/{b['snippets']}")
                  + ((f"{b['p_value']:.2g}", f"{b['q_value']:.2g}") if tested else ())
-                 + ("marked" if _marked(b) else "-",)
+                 + (_verdict_cell(b, given),)
                  for i, b in enumerate(books, 1))
     notes = (f"rate = % of a book's snippets scoring above the threshold; a never-seen book is "
              f"expected at {100 * never_seen_rate(results):.1f}%. " + reference_sentence(results),)
@@ -103,11 +126,19 @@ def validation_lines(results: dict) -> tuple[tuple[str, str], ...]:
                        f"{v['n_val_nonmembers']} non-members); AUC {v['val_auc']:.3f}"),
         ("threshold", f"{v['threshold']:.6g} (rule {v['rule']}): validation TPR "
                       f"{100 * v['val_tpr']:.1f}%, accuracy {100 * v['val_accuracy']:.1f}%"),
-        ("validation false-positive rate", f"{100 * v['expected_fpr']:.1f}% of never-seen "
-         f"texts (95% interval {100 * v['expected_fpr_ci'][0]:.1f}-"
-         f"{100 * v['expected_fpr_ci'][1]:.1f}%; {v.get('expected_fpr_source', 'in-sample')})"),
-        ("a book is marked", reference_sentence(results).removeprefix("'marked': ")),
-    )
+        ("never-seen rate", f"{100 * v['expected_fpr']:.1f}% of never-seen validation "
+         f"texts above the threshold (95% interval {100 * v['expected_fpr_ci'][0]:.1f}-"
+         f"{100 * v['expected_fpr_ci'][1]:.1f}%; {_out_of_fold(results)}); on the texts that "
+         f"chose the threshold {100 * v['val_fpr']:.1f}%, optimistic and not used"),
+        ("a book is marked", reference_sentence(results).removeprefix("'marked': ")
+         .removeprefix("'no verdict': ")),
+    ) + ((("assumption", results["never_seen_reference"]["assumption"]),)
+         if (results.get("never_seen_reference") or {}).get("assumption") else ())
+
+
+def _out_of_fold(results: dict) -> str:
+    ref = results.get("never_seen_reference") or {}
+    return ref.get("out_of_fold") or results["validation"].get("expected_fpr_source", "in-sample")
 
 
 def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
@@ -119,7 +150,8 @@ def write_audit_report(out_dir: str | Path) -> tuple[Path, Path]:
     books, exp = results["books"], never_seen_rate(results)
     blocks: list = [Summary(validation_lines(results)),
                     Notice((results["verdict"],), kind="ok" if results["validation"]["val_auc"]
-                           >= 0.6 else "warn", id="verdict", lead="Verdict.")]
+                           >= 0.6 and verdict_given(results) else "warn", id="verdict",
+                           lead="Verdict.")]
     if results["validation"]["val_auc"] < 0.6:
         blocks.append(Notice(("The method barely separates known training texts from "
                               "never-seen ones on the validation data, so these rates say "

@@ -5,9 +5,12 @@ each audited book's contamination rate is the share of its random snippets scori
 it, with a Wilson 95% interval. A book is marked when its count is improbable for a book
 the model never saw: a one-sided p-value under the spread of never-seen validation books'
 out-of-fold rates (a beta-binomial; folds of whole books), Benjamini-Hochberg at `fdr`
-over the audited books (evaluation/book_rates.py). Validation data without books (groups)
-gives a binomial at the pooled rate, and the verdict says that between-book variation is
-not accounted for.
+over the audited books (evaluation/book_rates.py). The never-seen rate is always measured
+out of fold (cross-fitted thresholds), never on the texts that chose the threshold.
+Validation data without books (groups), or with too few never-seen books, measures no
+spread between books: then no book is marked and the verdict says why, unless the caller
+states that never-seen books do not differ (`assume_no_book_spread`), which tests every
+book against one pooled out-of-fold rate and is recorded as an assumption.
 
 Snippets are `words`-word spans cut at word offsets from the book's text (Project
 Gutenberg header and licence stripped; spacing and newlines kept), at seeded random
@@ -28,7 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.book_rates import BookJudgement, NeverSeenReference, judge_books
+from pddkit.evaluation.book_rates import (
+    BookJudgement,
+    NeverSeenReference,
+    judge_books,
+    require_out_of_fold,
+)
 from pddkit.evaluation.thresholds import (
     ThresholdSummary,
     parse_rule,
@@ -59,9 +67,10 @@ class BookRate:
     rate: float
     ci_low: float
     ci_high: float
-    p_value: float  # P(a never-seen book of `snippets` has `above` or more), one-sided
-    q_value: float  # Benjamini-Hochberg adjusted over the audited books
-    marked: bool  # q_value <= fdr: more above than a never-seen book's spread explains
+    p_value: float | None  # P(a never-seen book of `snippets` has `above` or more), one-sided
+    q_value: float | None  # Benjamini-Hochberg adjusted over the audited books
+    marked: bool | None  # q_value <= fdr: more above than a never-seen book's spread
+    # explains; None: no verdict (nothing measured the spread between books, none assumed)
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,7 @@ class AuditResult:
     method: str
     threshold: ThresholdSummary
     reference: NeverSeenReference  # what a never-seen book's count looks like
-    book_test: dict  # fdr, cutoff, false_marks_bound, expected_if_none_seen
+    book_test: dict  # verdict_given, why_not, fdr, cutoff, false_marks_bound, ...
     books: tuple[BookRate, ...]  # ranked: highest rate first
     skipped: tuple[SkippedBook, ...]
     snippets: tuple[Snippet, ...]
@@ -109,12 +118,17 @@ class AuditResult:
         with (out / "books.csv").open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(["rank", "book", "words", "snippets", "above", "rate", "ci_low",
-                        "ci_high", "never_seen_rate", "p_value", "q_value", "marked"])
+                        "ci_high", "never_seen_rate", "p_value", "q_value", "marked",
+                        "verdict"])
             for i, b in enumerate(self.books, 1):
+                given = b.marked is not None  # empty p, q and mark: no verdict
                 w.writerow([i, b.book, b.words, b.snippets, b.above, f"{b.rate:.4f}",
                             f"{b.ci_low:.4f}", f"{b.ci_high:.4f}",
-                            f"{self.reference.mean:.4f}", f"{b.p_value:.3g}",
-                            f"{b.q_value:.3g}", int(b.marked)])
+                            f"{self.reference.mean:.4f}", f"{b.p_value:.3g}" if given else "",
+                            f"{b.q_value:.3g}" if given else "", int(b.marked) if given else "",
+                            ("marked" if b.marked else "not marked") if given else
+                            f"no verdict: {self.book_test['why_not']}; a \"group\" column "
+                            "naming each validation text's book gives one"])
         with (out / "snippets.jsonl").open("w") as fh:
             for s, score in zip(self.snippets, self.scores):
                 fh.write(json.dumps({"book": s.book, "index": s.index, "start_word": s.start_word,
@@ -142,37 +156,61 @@ def _validation(val_data, val_benchmark, data_dir, on_invalid):
     return dataset
 
 
-def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReference,
-             test: dict, skipped: int) -> str:
-    marked = [b for b in books if b.marked]
-    verb = "shows" if len(marked) == 1 else "show"
-    spread = (f", give or take {100 * ref.between_book_sd:.0f} points from book to book"
-              if ref.spread_accounted else "")
-    lines = [f"Of {len(books)} books audited, {len(marked)} {verb} clearly more passages that "
-             f"look like training text than a book the model never saw would (about "
-             f"{100 * ref.mean:.0f}% of its passages{spread})."]
-    if marked:
-        top = books[0]
-        lines.append(f"The highest is {top.book}: {100 * top.rate:.0f}% of its "
-                     f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
-                     f"{100 * top.ci_high:.0f}%).")
-    fdr, chance = test["fdr"], test["expected_if_none_seen"]
-    if marked:  # chance: never-seen books expected to pass the cutoff in effect
-        lines.append(f"Of the {len(marked)} marked, about {chance:.2g} are expected to be books "
-                     f"the model never saw, marked by chance (the {100 * fdr:g}% false-discovery "
-                     f"rate allows at most {test['false_marks_bound']:.2g}).")
-    else:
-        lines.append(f"Had the model seen none of these books, the chance of marking any would "
-                     f"be at most {100 * fdr:g}% (the false-discovery rate).")
-    if not ref.spread_accounted:
-        lines.append(f"Between-book variation is not accounted for ({ref.reason}): never-seen "
-                     "books differ from one another more than one pooled rate says, so more "
-                     "of them may be marked than stated.")
+def _quality(th: ThresholdSummary) -> str:
     quality = ("reliable" if th.val_auc >= 0.8 else "weak" if th.val_auc >= 0.6
                else "no better than chance")
-    lines.append(f"On validation texts of known status the method was {quality} (AUC "
-                 f"{th.val_auc:.2f}; it caught {100 * th.val_tpr:.0f}% of known training "
-                 "texts).")
+    return (f"On validation texts of known status the method was {quality} (AUC "
+            f"{th.val_auc:.2f}; it caught {100 * th.val_tpr:.0f}% of known training texts).")
+
+
+def _no_verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReference,
+                test: dict) -> list[str]:
+    lines = [f"No verdict on the {len(books)} books audited: {test['why_not']}, and a book's "
+             "rate alone cannot tell a book the model saw from a never-seen book whose "
+             "passages simply differ from the validation books'."]
+    if books:
+        top = books[0]
+        lines.append(f"Their rates are measured (the highest, {top.book}: {100 * top.rate:.0f}% "
+                     f"of its {top.snippets} passages, 95% interval {100 * top.ci_low:.0f}-"
+                     f"{100 * top.ci_high:.0f}%), beside about {100 * ref.mean:.0f}% for the "
+                     "never-seen validation texts (out of fold).")
+    lines.append("For a verdict, name each validation text's book in a \"group\" column (with "
+                 "5 or more never-seen books of 2 or more texts, and 2 or more books of each "
+                 "kind), or state that never-seen books do not differ "
+                 "(`assume_no_book_spread=True`), which marks more of them where they do.")
+    return lines
+
+
+def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReference,
+             test: dict, skipped: int) -> str:
+    if not test.get("verdict_given", True):
+        lines = _no_verdict(books, th, ref, test)
+    else:
+        marked = [b for b in books if b.marked]
+        verb = "shows" if len(marked) == 1 else "show"
+        spread = (f", give or take {100 * ref.between_book_sd:.0f} points from book to book"
+                  if ref.spread_accounted else "")
+        lines = [f"Of {len(books)} books audited, {len(marked)} {verb} clearly more passages "
+                 f"that look like training text than a book the model never saw would (about "
+                 f"{100 * ref.mean:.0f}% of its passages{spread})."]
+        if marked:
+            top = books[0]
+            lines.append(f"The highest is {top.book}: {100 * top.rate:.0f}% of its "
+                         f"{top.snippets} passages (95% interval {100 * top.ci_low:.0f}-"
+                         f"{100 * top.ci_high:.0f}%).")
+        fdr, chance = test["fdr"], test["expected_if_none_seen"]
+        if marked:  # chance: never-seen books expected to pass the cutoff in effect
+            lines.append(f"Of the {len(marked)} marked, about {chance:.2g} are expected to be "
+                         f"books the model never saw, marked by chance (the {100 * fdr:g}% "
+                         f"false-discovery rate allows at most {test['false_marks_bound']:.2g}).")
+        else:
+            lines.append(f"Had the model seen none of these books, the chance of marking any "
+                         f"would be at most {100 * fdr:g}% (the false-discovery rate).")
+        if ref.assumption:
+            lines.append(f"This rests on the assumption that {ref.assumption}, which nothing "
+                         f"here checks ({ref.reason}); where they do differ, more never-seen "
+                         "books are marked than stated.")
+    lines.append(_quality(th))
     if skipped:
         lines.append(f"{skipped} books were too short for one passage and were not audited.")
     lines.append("A high rate is statistical evidence that a book was in the training data, "
@@ -181,12 +219,17 @@ def _verdict(books: list[BookRate], th: ThresholdSummary, ref: NeverSeenReferenc
 
 
 def _test_summary(judged: BookJudgement) -> dict:
-    t = judged.test
-    return {"fdr": t.fdr, "p_values": "one-sided, for a never-seen book of as many snippets, "
-            "the reference's parameters' uncertainty included", "correction":
-            "Benjamini-Hochberg over the audited books", "cutoff": t.cutoff,
-            "false_marks_bound": t.false_marks_bound,
-            "expected_if_none_seen": t.expected_if_none_seen}
+    t, ref = judged.test, judged.reference
+    against = ("the never-seen validation books' spread (beta-binomial)" if ref.spread_accounted
+               else "one pooled never-seen rate (binomial), by assumption" if t.given else None)
+    return {"verdict_given": t.given, "why_not": t.why_not or None, "against": against,
+            "assumption": ref.assumption or None, "never_seen_rate": ref.out_of_fold,
+            "fdr": t.fdr, "p_values": "one-sided, for a never-seen book of as many snippets, "
+            "the reference's parameters' uncertainty included" if t.given else None,
+            "correction": "Benjamini-Hochberg over the audited books" if t.given else None,
+            "cutoff": t.cutoff if t.given else None,
+            "false_marks_bound": t.false_marks_bound if t.given else None,
+            "expected_if_none_seen": t.expected_if_none_seen if t.given else None}
 
 
 def _rates(cut: list[list[Snippet]], lengths: dict, judged: BookJudgement) -> list[BookRate]:
@@ -205,7 +248,8 @@ def _rates(cut: list[list[Snippet]], lengths: dict, judged: BookJudgement) -> li
 def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str | None = None,
                 val_benchmark: str | None = None, data_dir: str | None = None,
                 snippets: int = 100, words: int = 512, threshold: str = "accuracy",
-                fdr: float = 0.05, seed: int = 0, tokenizer=None, ref_model: str | None = None,
+                fdr: float = 0.05, assume_no_book_spread: bool = False, seed: int = 0,
+                tokenizer=None, ref_model: str | None = None,
                 freq: str | None = None, backend: str = "hf", api_base: str | None = None,
                 api_key_env: str | None = "OPENAI_API_KEY", revision: str | None = None,
                 adapter: str | None = None, cache: str | None = None, batch_size: int | str = 8,
@@ -215,7 +259,10 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     """Audit `books` (a folder of .txt, a .txt or a JSONL with `book`, `text`) for
     membership in `model`'s training data with one `method` (Shi et al. 2024: Min-K%,
     100 snippets of 512 words per book, the accuracy-maximising threshold); a book is marked
-    when it survives Benjamini-Hochberg at `fdr` against never-seen validation books' spread.
+    when it survives Benjamini-Hochberg at `fdr` against never-seen validation books' spread,
+    measured out of fold on validation texts that name their book (`group`). Without that
+    spread no book is marked, unless `assume_no_book_spread` states that never-seen books do
+    not differ (each book is then tested against one pooled out-of-fold rate).
     `model` is a path or hub id, a LoadedModel, a Backend, or a loaded HF model with
     `tokenizer`; `adapter`, a PEFT adapter loaded onto a `model` given by name."""
     from pddkit.api import _model, _name
@@ -261,6 +308,7 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     val = without_overlap(val, under_test, f"validation data {val.name}", on_invalid,
                           "the book snippets")
     require_both_classes(val.labels, f"validation data {val.name}")
+    require_out_of_fold(val.labels, f"validation data {val.name}")
     val_words = int(np.median([len(s.text.split()) for s in val.samples]))
     lengths_differ = None
     if not 0.8 * words <= val_words <= 1.25 * words:  # the threshold is length-dependent
@@ -290,14 +338,14 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     bounds = np.cumsum([0] + [len(got) for got in cut])
     judged = judge_books(scores[n:], val.labels, [scores[a:b] for a, b in pairwise(bounds)],
                          val_groups=[s.group for s in val.samples], rule=threshold, fdr=fdr,
-                         seed=seed)
+                         seed=seed, assume_no_book_spread=assume_no_book_spread)
     th, ref = judged.threshold, judged.reference
     rates, test = _rates(cut, lengths, judged), _test_summary(judged)
     short = sum(len(g) < snippets for g in cut)
     notices = list(run.notices) + ([lengths_differ] if lengths_differ else [])
-    if not ref.spread_accounted:
-        notices.append(f"between-book variation is not accounted for: {ref.reason}; a book is "
-                       "tested against one pooled never-seen rate")
+    if judged.assumption_unused:
+        notices.append(f"`assume_no_book_spread` was not used: the {ref.books} never-seen "
+                       "validation books measure how much never-seen books differ")
     if short:
         notices.append(f"{short} of {len(cut)} books hold fewer than {snippets} "
                        f"non-overlapping {words}-word snippets and gave as many as fit")
@@ -308,7 +356,8 @@ def audit_books(model, books: str | Path, method: str = "mink", *, val_data: str
     cfg = {"model": config.model, "method": method, "method_resolved": run.methods[0].label,
            "books": str(books), "val_data": None if val_data is None else str(val_data),
            "val_benchmark": val_benchmark, "data_dir": data_dir, "snippets": snippets,
-           "words": words, "threshold": threshold, "fdr": fdr, "seed": seed,
+           "words": words, "threshold": threshold, "fdr": fdr,
+           "assume_no_book_spread": assume_no_book_spread, "seed": seed,
            "engine": {k: v for k, v in run.config.items()
                       if k in ("batch_size", "max_length", "device", "dtype", "ref_model",
                                "freq", "backend", "cache", "revision")
