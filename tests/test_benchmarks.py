@@ -154,7 +154,8 @@ def test_mimir_hub_offline_is_one_sentence(monkeypatch):
                                           r"users pass `data_dir`"):
         load_benchmark("mimir:domain=arxiv")
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
-    with pytest.raises(PddkitError, match=r"needs `pip install pddkit\[hub\]`; or download it "
+    with pytest.raises(PddkitError, match=r"needs `pip install datasets huggingface_hub`.*; "
+                                          r"or download it "
                                           r"and pass `data_dir`"):
         load_benchmark("mimir:domain=arxiv")
 
@@ -228,8 +229,9 @@ def test_bookmia_groups_by_book_and_removes_nul(tmp_path):
 
 def test_bookmia_hub_offline_is_one_sentence(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # not installed (or cannot be imported)
-    with pytest.raises(PddkitError, match=r"loading swj0419/BookMIA from the hub needs `pip "
-                                          r"install pddkit\[hub\]`; or download it and pass `data_dir`"):
+    with pytest.raises(PddkitError, match=r"loading swj0419/BookMIA from the hub needs `pip install datasets "
+                                          r"huggingface_hub` \(the extra `hub`: `pip install -e '\.\[hub\]'` "
+                                          r"in pddkit's checkout\); or download it and pass `data_dir`"):
         load_benchmark("bookmia")
 
 

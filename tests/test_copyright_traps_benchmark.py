@@ -228,7 +228,7 @@ def test_from_the_hub_by_split(monkeypatch):
         "imperial-cpg/copyright-traps seq_len_50_n_rep_10 row 1")
     monkeypatch.setitem(sys.modules, "datasets", None)  # not installed
     with pytest.raises(PddkitError, match=r"loading imperial-cpg/copyright-traps from the hub "
-                                          r"needs `pip install pddkit\[hub\]`"):
+                                          r"needs `pip install datasets huggingface_hub`"):
         load_benchmark("copyright-traps")
 
 

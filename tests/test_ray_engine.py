@@ -201,7 +201,7 @@ def test_ray_missing_is_one_sentence(monkeypatch):
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_ray)
-    with pytest.raises(PddkitError, match=r"pip install 'pddkit\[ray\]'"):
+    with pytest.raises(PddkitError, match=r"pip install 'ray\[data\]'"):
         RayExecutor()
 
 

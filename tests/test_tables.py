@@ -115,7 +115,7 @@ def test_a_missing_path_and_an_offline_hub_id_are_one_sentence(tmp_path, monkeyp
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_datasets)
-    with pytest.raises(PddkitError, match=r"needs `pip install pddkit\[hub\]`"):
+    with pytest.raises(PddkitError, match=r"needs `pip install datasets huggingface_hub`"):
         load_table("someone/some-set")
 
 

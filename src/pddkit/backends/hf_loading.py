@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -413,7 +413,7 @@ def attach_adapter(model, adapter: str, *, base: str, role: str = "model",
     another base."""
     param = adapter_param(role)
     if not _peft_installed():
-        raise PddkitError(f"`{param}` needs peft: pip install 'pddkit[adapters]'")
+        raise PddkitError(f"`{param}` needs peft: {install_hint('adapters')}")
     src = str(Path(adapter).expanduser()) if looks_local(adapter) else adapter
     # offline for a hub id through adapter_kwargs (transformers 5 refuses load_adapter's own
     # local_files_only); a local folder needs neither
@@ -473,8 +473,8 @@ def check_quantize(quantize: str | None, device: str) -> None:
     from importlib.util import find_spec
 
     if find_spec("bitsandbytes") is None:
-        raise PddkitError(f"`quantize` {quantize} needs bitsandbytes: pip install "
-                          "'pddkit[quantize]'")
+        raise PddkitError(f"`quantize` {quantize} needs bitsandbytes: "
+                          f"{install_hint('quantize')}")
 
 
 def _quantized(quantize: str | None, device: str, torch_dtype) -> dict:

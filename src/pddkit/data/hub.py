@@ -1,4 +1,4 @@
-"""Reading benchmark files from the Hugging Face hub (online, `pip install pddkit[hub]`);
+"""Reading benchmark files from the Hugging Face hub (online, `pip install -e '.[hub]'`);
 every failure is one sentence that names the offline alternative (`data_dir`)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 
 
 def _hub_module(module: str, repo: str):
@@ -14,7 +14,7 @@ def _hub_module(module: str, repo: str):
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise PddkitError(f"loading {repo} from the hub needs `pip install pddkit[hub]`; or "
+        raise PddkitError(f"loading {repo} from the hub needs {install_hint('hub')}; or "
                           "download it and pass `data_dir`") from None
 
 

@@ -1,5 +1,5 @@
 """The Ray executor (`engine="ray"`): statistics passes spread over Ray actors. The only
-module that imports ray (`pip install 'pddkit[ray]'`).
+module that imports ray (`pip install -e '.[ray]'`).
 
 The driver never loads an `hf` model for a pass the actors run: it encodes the texts with
 the tokenizer alone (backends.hf.HFBackend.run_elsewhere; same truncation and errors as
@@ -36,7 +36,7 @@ import numpy as np
 
 from pddkit import progress
 from pddkit.backends.base import Backend, BackendSpec, Encoded
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def _ray():
     try:
         import ray
     except ModuleNotFoundError:
-        raise PddkitError("`engine='ray'` needs Ray: `pip install 'pddkit[ray]'`") from None
+        raise PddkitError("`engine='ray'` needs Ray: " + install_hint("ray")) from None
     return ray
 
 

@@ -20,7 +20,7 @@ marker: a token without 'Ġ' there cannot be told from a subword piece, so such 
 are not replaced (their candidates would be mostly pieces such as 'ing').
 
 Chinese (`language` zh) has no spaces between words: the words are `jieba`'s
-(`pip install pddkit[zh]`), a position is replaced when its token is exactly one whole
+(`pip install -e '.[zh]'`), a position is replaced when its token is exactly one whole
 jieba word of Han characters, and its candidates are the vocabulary's tokens made of Han
 characters (any word-start form: a character-level model such as bert-base-chinese offers
 single characters, a SentencePiece model whole words too).

@@ -3,7 +3,7 @@
 One module per benchmark family below this package; each registers its loaders with
 `register_benchmark`, the one place benchmarks are named. A loader is
 `load(data_dir, on_invalid, *, params...) -> Dataset`: from `data_dir` (a local folder in
-the release's own layout, always offline) or else from the hub (`pip install pddkit[hub]`).
+the release's own layout, always offline) or else from the hub (`pip install -e '.[hub]'`).
 """
 
 from __future__ import annotations

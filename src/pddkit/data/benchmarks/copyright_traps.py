@@ -42,7 +42,7 @@ from pddkit.data.hub import hub_rows
 from pddkit.data.overlap import normalise
 from pddkit.data.records import BadRow, parse_label, parse_row, without_contradictions
 from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def _parquet_rows(files: list[Path]) -> Rows:
         import pyarrow as pa
         import pyarrow.parquet
     except ImportError:
-        raise PddkitError(f"reading {files[0]} needs pyarrow: `pip install pddkit[tables]`") from None
+        raise PddkitError(f"reading {files[0]} needs pyarrow: {install_hint('tables')}") from None
     rows: list[dict] = []
     for f in files:
         try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 
 _WORD = re.compile(r"\S+")
 
@@ -28,8 +28,7 @@ def _jieba():
     try:
         import jieba
     except ImportError:
-        raise PddkitError("Chinese words (language zh) need jieba: "
-                          "`pip install pddkit[zh]`") from None
+        raise PddkitError("Chinese words (language zh) need jieba: " + install_hint("zh")) from None
     jieba.setLogLevel(logging.WARNING)
     return jieba
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pddkit.errors import PddkitError
+from pddkit.errors import PddkitError, install_hint
 from pddkit.resources.probe.estimator import LinearProbe, ProbeSearch
 from pddkit.resources.probe.features import activations, check_mode, encode_prompts, pad_ids
 
@@ -61,7 +61,7 @@ def _fine_tune(model, tokenizer, texts, lr, epochs, lora, lora_rank, micro_batch
         try:
             from peft import LoraConfig, get_peft_model
         except ImportError:
-            raise PddkitError("`probe_lora` needs `pip install peft`") from None
+            raise PddkitError("`probe_lora` needs peft: " + install_hint("lora")) from None
         proxy = get_peft_model(proxy, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank,
                                                  target_modules="all-linear"))
         if dtype is not None:
