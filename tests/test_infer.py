@@ -636,6 +636,8 @@ def test_results_and_report_name_the_classifier_the_clipping_and_the_split(tmp_p
             text = "\n".join(terminal_lines(data))
             assert f"one-sided {t_test} t-test" in text and "text by text" in text
             assert f"{classifier} classifier; {clip} clipping" in text
+            assert ("two sets drawn from one source then come out different" in text) == (
+                clip == "per-set")
             out = tmp_path / f"{classifier}-{clip}"
             out.mkdir()
             res.write(out)
