@@ -56,15 +56,16 @@ whether it changes p-values):
    remove_frac=0.05 at 216-217) takes k = int(0.025 n) (134) and sets the k - 1 values
    below the k-th smallest to the k-th smallest and the k - 1 values above the k-th largest
    to the k-th largest (154-157): bounds one order statistic further out than the
-   quantiles, so it clips one value fewer per tail. With n < 40, k = 0 and the code raises
-   an IndexError (154-155); pddkit clips any n >= 8.
+   quantiles (about), so it moves one value fewer per tail. With n < 40, k = 0 and the code
+   raises an IndexError (155); pddkit clips any n >= 8.
 2. Fit (changes p-values): the code fits nn.Linear with BCEWithLogitsLoss (the mean
    log-loss, unpenalised) by 1000 full-batch Adam steps at lr 0.01 (36-66, 235) from
    PyTorch's random initialisation, in float32; that stops short of the optimum, and of
    infinite weights when the fitted halves are separable. pddkit fits to the optimum of
    scikit-learn's L2-penalised loss (C = 1: the summed log-loss + ||w||^2 / 2), in float64,
-   deterministically. On n fitted texts per set the penalty moves the weights by O(1/n)
-   of their size; the step count matters more where the loss is flat.
+   deterministically. With item 1, on the six features of tests/test_infer.py (400 texts
+   per set) the authors' procedure unchanged gives p-values 5% and 16% away from pddkit's
+   (seeds 0 and 1: 5.5e-11 against 5.7e-11, 2.5e-11 against 2.1e-11).
 3. Split (changes p-values when the sets differ in size): the code fits on the first
    `num_samples` texts of each set (default 1000, 26 and 232-233) and tests the rest;
    pddkit fits on the first half of each set.
