@@ -290,6 +290,7 @@ def test_a_constant_feature_stays_finite():
         assert (Sn[:, 0] == 0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("clip", ["pooled", "per-set"])
 @pytest.mark.parametrize("classifier", ["nonnegative", "paper"])
 def test_the_test_is_spec_3d(classifier, clip):
@@ -406,6 +407,7 @@ def test_the_classifier_is_fitted_on_the_first_halves_only(classifier):
         assert t.weights["a"] < 0.7, (seed, t.weights)  # 0.45 at most here
 
 
+@pytest.mark.slow
 def test_null_p_values_are_roughly_uniform():
     """Same distribution on both sides (Gaussian features): about 5% of p-values below 0.05.
     The bounds hold a calibrated test's count in 99.8% of seed lists (Binomial(200, 0.05):
@@ -628,6 +630,7 @@ def test_the_paper_classifier_counts_less_familiar_suspect_texts_and_says_so():
         decide(down, classifier="logistic")
 
 
+@pytest.mark.slow
 def test_results_and_report_name_the_classifier_the_clipping_and_the_split(tmp_path):
     """results.json, the terminal and the report say which classifier and which clipping
     ran; per-set clipping (the authors') is still there when asked for, and recorded."""
