@@ -167,7 +167,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     reference texts) adds the perturbation feature `neighbor` over `n_neighbors` neighbours.
     `classifier`: "nonnegative" (non-negative weights on member-is-higher features, Welch's
     test) or "paper" (Maini et al.'s unconstrained fit, Student's test). `clip`: "pooled"
-    (every feature clipped to the 2.5-97.5% quantiles of both sets pooled, SPEC 3d) or
+    (every feature clipped to the 2.5-97.5% quantiles of both sets pooled) or
     "per-set" (each set to its own quantiles, as the authors' code; not calibrated with
     heavy-tailed features); evaluation/dataset_inference.py says where pddkit's version
     differs from the authors' code. The false-positive check keeps the reference texts of
