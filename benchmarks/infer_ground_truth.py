@@ -5,7 +5,8 @@ classifiers, from the same data and model as tests/test_infer.py's `world` fixtu
 dealt out at random (seed 0) into 500 members, 500 non-members and 400 tokenizer texts
 (checked to share no 13-word run); a 2-layer, 64-wide GPT-2-shaped model trained for 6
 epochs on the members only; one engine pass scores the 24 features. Printed, per classifier
-(`nonnegative`, the default, and `paper`, Maini et al.'s):
+(`nonnegative`, the default, and `paper`, Maini et al.'s) and clipping (`pooled`, the
+default, and `per-set`, the authors'):
 
   - members vs non-members: the p-value, the false-positive check's, the p-value curve;
   - two halves of the non-members, text by text (seeds 0..S-1): how many p > 0.05 and the
@@ -71,6 +72,7 @@ def main() -> None:
 
     from pddkit.evaluation.dataset_inference import (
         CLASSIFIERS,
+        CLIPS,
         decide,
         false_positive_test,
         reference_halves,
@@ -103,20 +105,20 @@ def main() -> None:
     groups = tuple(books)
     seeds = range(args.seeds)
     print("by book, seed 0: " + reference_halves(len(groups), 0, groups)[2].sentence())
-    for classifier in CLASSIFIERS:
-        d = decide(f, seed=0, classifier=classifier)
-        print(f"\n[{classifier}] {CLASSIFIERS[classifier]}")
+    for classifier, clip in ((c, k) for c in CLASSIFIERS for k in CLIPS):
+        d = decide(f, seed=0, classifier=classifier, clip=clip)
+        print(f"\n[{classifier}, {clip} clipping] {CLASSIFIERS[classifier]}; {CLIPS[clip]}")
         print(f"  members vs non-members: p = {d.test.p_value:.2g}; false-positive check "
               f"(text by text) p = {d.check.p_value:.2g}; used in training: {d.used_in_training}")
         print("  p-value curve: " + ", ".join(f"{c.n}: {c.p_value:.2g}" for c in d.curve))
         below = [c.n for c in d.curve if all(x.p_value < 0.05 for x in d.curve if x.n >= c.n)]
         print(f"  below 0.05 from {below[0] if below else '-'} texts per set on")
-        ps = [false_positive_test(f.reference, f.names, s, classifier=classifier).p_value
-              for s in seeds]
+        ps = [false_positive_test(f.reference, f.names, s, classifier=classifier,
+                                  clip=clip).p_value for s in seeds]
         print(f"  non-member halves, text by text, seeds 0-{args.seeds - 1}: p > 0.05 for "
               f"{sum(p > 0.05 for p in ps)} of {len(ps)} (lowest {p_list(ps)})")
         ps = [false_positive_test(f.reference, f.names, s, groups=groups,
-                                  classifier=classifier).p_value for s in seeds]
+                                  classifier=classifier, clip=clip).p_value for s in seeds]
         print(f"  non-member halves, by book ({len(set(groups))} books), seeds 0-"
               f"{args.seeds - 1}: p > 0.05 for {sum(p > 0.05 for p in ps)} of {len(ps)} "
               f"(lowest {p_list(ps)})")

@@ -14,7 +14,7 @@ from pddkit.cli.app import cli
 @cli.command(short_help="Was this set of texts trained on? A p-value (dataset inference).")
 @options.apply(study_options.INFER_OPTIONS)
 def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, neighbors_file,
-          n_neighbors, alpha, false_positive_check, classifier,
+          n_neighbors, alpha, false_positive_check, classifier, clip,
           seed, output, overwrite, cache, batch_size, max_length, revision, adapter, device, dtype,
           trust_remote_code, local_files_only) -> None:
     """Dataset inference (Maini et al. 2024): do the suspect texts look like training data
@@ -28,7 +28,7 @@ def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, ne
                            mask_model=mask_model, neighbors_file=neighbors_file,
                            n_neighbors=n_neighbors, alpha=alpha,
                            false_positive_check=false_positive_check, seed=seed,
-                           classifier=classifier,
+                           classifier=classifier, clip=clip,
                            text_field=text_field, cache=cache, batch_size=batch_size,
                            max_length=max_length, device=device, dtype=dtype, revision=revision,
                            adapter=adapter, trust_remote_code=trust_remote_code,

@@ -52,7 +52,13 @@ INFER_OPTIONS = [
     click.option("--classifier", default="nonnegative", show_default=True,
         type=click.Choice(["nonnegative", "paper"]),
         help="nonnegative: weights >= 0 on member-is-higher features, Welch's t-test; paper: "
-        "Maini et al.'s unconstrained fit, each set clipped to its own quantiles, Student's t-test."),
+        "Maini et al.'s unconstrained fit, Student's t-test."),
+    click.option("--clip", default="pooled", show_default=True,
+        type=click.Choice(["pooled", "per-set"]),
+        help="How features are clipped before the fit. pooled: to the 2.5-97.5% quantiles of "
+        "suspect and reference texts together (calibrated with heavy-tailed features); "
+        "per-set: each set to its own quantiles, as the authors' code (can find a difference "
+        "that is not there when features are heavy-tailed)."),
     *STUDY_OUTPUT_OPTIONS,
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,

@@ -2,17 +2,38 @@
 you train on my dataset?", arXiv 2406.06443), on feature matrices alone
 (numbers only; studies/infer.py scores the texts and writes the report).
 
-Each feature is oriented so that higher = more member-like; a linear classifier fitted on
-one half of each set scores the other halves, and a one-sided t-test asks whether suspect
-texts score higher. A false-positive check runs the same test on two halves of the
-reference set, where no difference should be found: halves of whole documents when the
-reference texts carry a `group` (windows of one document never sit on both sides), text by
-text otherwise (and `CheckSplit.sentence` says so).
+Each feature is oriented so that higher = more member-like. Per feature, the values are
+clipped (`clip`, below), then z-scored with the clipped suspect set's mean and standard
+deviation; a linear classifier fitted on one half of each set scores the other halves, and
+a one-sided t-test asks whether suspect texts score higher. A false-positive check runs the
+same test on two halves of the reference set, where no difference should be found: halves
+of whole documents when the reference texts carry a `group` (windows of one document never
+sit on both sides), text by text otherwise (and `CheckSplit.sentence` says so).
+
+Clipping (`clip`, SPEC 3d):
+
+- `pooled` (default): one pair of bounds per feature, the 2.5% and 97.5% quantiles of the
+  two sets pooled, applied to both. The bounds are a symmetric function of all the texts,
+  so which text sits in which set does not change how it is clipped, and under the null
+  (both sets from one distribution) the held-out scores of the two sets are exchangeable.
+- `per-set`: each set clipped to its own 2.5% and 97.5% quantiles, computed on its fitted
+  and tested halves together, as the authors' code does. With heavy-tailed features the two
+  sets' bounds differ by chance, which shifts each set's clipped mean; that shift is shared
+  by the set's fitted and tested halves, so the classifier learns it on the first and finds
+  it again in the second: a null with 5 lognormal features (exp(1.5 z)) among 20 gives
+  p < 0.05 in 9-20% of draws at 100-4000 texts per set, where pooled bounds give 4-7%
+  (benchmarks/infer_null.py; docs/guides/infer.md has the figures).
+
+The false-positive check follows the same rule on its own two sets: `pooled` clips both
+halves to the quantiles of the two halves pooled (the reference set's own quantiles), not to
+the main test's bounds (suspect texts included). The check is the test run on two sets
+known to be alike, so it must be the same procedure on the sets it compares: then its
+p-values are as calibrated as the main test's under the null, and it depends on the
+reference texts alone (a suspect set that is far off cannot move its bounds). `per-set`
+clips each half to its own quantiles, as the authors' false-positive run does
+(linear_di.py:201-202 splits the validation set, 216-217 clip each part).
 
 Two classifiers (`classifier`):
-
-Both clip each set to its *own* 2.5-97.5% quantiles and z-score with the clipped suspect
-set's mean and standard deviation.
 
 - `nonnegative` (default): a logistic regression whose weights are constrained to be
   non-negative (`fit_nonnegative`), and Welch's t-test. Its score can only rise with
@@ -22,25 +43,49 @@ set's mean and standard deviation.
   `decide` then runs the mirrored test (features negated) and, when that one is
   significant, the verdict says the sets differ but the suspect texts look less familiar,
   which is not evidence of training.
-- `paper`: Maini et al.'s procedure as in the authors' code (github.com/pratyushmaini/
-  llm_dataset_inference, linear_di.py): per-set clipping as above, an unconstrained logistic
-  regression (`fit_unconstrained`), Student's t-test (equal variances). It counts a
-  difference in either direction. Where pddkit differs from that code: (1) the clip
-  bounds are the 2.5% and 97.5% quantiles (numpy's linear interpolation);
-  the code sets the floor(0.025 n) lowest and highest values to the nearest value it
-  keeps; (2) the code runs 1000 full-batch Adam steps (lr 0.01, random start) on the
-  unpenalised logistic loss, which stop short of the optimum (and of infinite weights when
-  the fitted halves are separable); pddkit fits to the optimum of the same L2-penalised
-  loss as the non-negative fit (scikit-learn's default, C = 1), deterministically; (3) the
-  code labels the suspect set 0 and tests "suspect scores lower"; pddkit labels it 1 and
-  tests "higher", which is the same test (the fit is symmetric: weights and intercept
-  change sign); (4) the code fits on a fixed number of texts per set and its p-value curve
-  takes the first n held-out scores of that one classifier; pddkit fits on the first half
-  of each set and its curve reruns the whole test on the first n texts of each set.
+- `paper`: Maini et al.'s classifier: an unconstrained logistic regression
+  (`fit_unconstrained`), Student's t-test (equal variances). It counts a difference in
+  either direction.
 
-Both shuffle each set with `numpy.random.default_rng(seed)`: the suspect set's permutation
-first, then the reference set's. `compare_sets` and `false_positive_test` take
-milliseconds, so the statistics can be rerun for many seeds on features computed once."""
+Where `classifier="paper", clip="per-set"` differs from the authors' code
+(github.com/pratyushmaini/llm_dataset_inference, linear_di.py at 6f25d41; each item says
+whether it changes p-values):
+
+1. Clip bounds (changes p-values slightly): pddkit takes the 2.5% and 97.5% quantiles
+   (numpy's linear interpolation). The code (remove_outliers, 128-166, called with
+   remove_frac=0.05 at 216-217) takes k = int(0.025 n) (134) and sets the k - 1 values
+   below the k-th smallest to the k-th smallest and the k - 1 values above the k-th largest
+   to the k-th largest (154-157): bounds one order statistic further out than the
+   quantiles (about), so it moves one value fewer per tail. With n < 40, k = 0 and the code
+   raises an IndexError (155); pddkit clips any n >= 8.
+2. Fit (changes p-values): the code fits nn.Linear with BCEWithLogitsLoss (the mean
+   log-loss, unpenalised) by 1000 full-batch Adam steps at lr 0.01 (36-66, 235) from
+   PyTorch's random initialisation, in float32; that stops short of the optimum, and of
+   infinite weights when the fitted halves are separable. pddkit fits to the optimum of
+   scikit-learn's L2-penalised loss (C = 1: the summed log-loss + ||w||^2 / 2), in float64,
+   deterministically. With item 1, on the six features of tests/test_infer.py (400 texts
+   per set) the authors' procedure unchanged gives p-values 5% and 16% away from pddkit's
+   (seeds 0 and 1: 5.5e-11 against 5.7e-11, 2.5e-11 against 2.1e-11).
+3. Split (changes p-values when the sets differ in size): the code fits on the first
+   `num_samples` texts of each set (default 1000, 26 and 232-233) and tests the rest;
+   pddkit fits on the first half of each set.
+4. Shuffle (changes which texts fit and which are tested): the code shuffles each set with
+   the unseeded global numpy generator (228-229); pddkit with
+   `numpy.random.default_rng(seed)`: the suspect set's permutation first, then the
+   reference set's.
+5. Labels (does not change p-values): the code labels the suspect set 0 and tests "suspect
+   scores lower" (85, 174: `alternative='less'`); pddkit labels it 1 and tests "higher",
+   the same test (the fit is symmetric: weights and intercept change sign).
+6. p-value curve (changes the curve, not the p-value): the code takes the first n held-out
+   scores of one classifier for n in a fixed list (20, 169-176); pddkit reruns the whole
+   test on the first n texts of each set.
+7. A constant feature (changes nothing else): the code divides by its zero standard
+   deviation (118-119: NaN); pddkit divides by 1.
+
+Both z-score with the clipped suspect set's mean and population standard deviation
+(normalize="train", 97-126 and 225). The paper's features are not pddkit's: see
+docs/guides/infer.md. `compare_sets` and `false_positive_test` take milliseconds, so the
+statistics can be rerun for many seeds on features computed once."""
 
 from __future__ import annotations
 
@@ -55,17 +100,30 @@ from pddkit.evaluation.dataset_inference_fit import (
     fit_unconstrained,
     t_test_greater,
 )
+from pddkit.evaluation.dataset_inference_halves import (  # noqa: F401 (re-exported)
+    MIN_PER_HALF,
+    CheckSplit,
+    check_halves,
+    reference_halves,
+    split_groups,
+    split_reference,
+)
+from pddkit.evaluation.dataset_inference_verdict import verdict_sentence
 
 CLIP = 0.025  # features are clipped to the quantiles [CLIP, 1 - CLIP]
-MIN_PER_HALF = 4  # texts per half of a set: one half fits the classifier, one is tested
 CLASSIFIERS = {
     "nonnegative": "logistic regression with non-negative weights on member-is-higher "
-                   "features, each set clipped to its own 2.5-97.5% quantiles, "
-                   "one-sided Welch t-test (pddkit's default)",
-    "paper": "Maini et al.'s unconstrained logistic regression, each set clipped to its own "
-             "2.5-97.5% quantiles, one-sided Student's t-test (equal variances)",
+                   "features, one-sided Welch t-test (pddkit's default)",
+    "paper": "Maini et al.'s unconstrained logistic regression, one-sided Student's t-test "
+             "(equal variances)",
 }
 T_TESTS = {"nonnegative": "Welch", "paper": "Student"}
+CLIPS = {
+    "pooled": "every feature clipped to the 2.5% and 97.5% quantiles of the two sets pooled "
+              "(one pair of bounds for both; pddkit's default)",
+    "per-set": "each set clipped to its own 2.5% and 97.5% quantiles (the authors' code; "
+               "not calibrated with heavy-tailed features)",
+}
 
 
 def check_classifier(classifier: str) -> str:
@@ -74,6 +132,13 @@ def check_classifier(classifier: str) -> str:
         raise PddkitError(f"`classifier` must be one of {', '.join(CLASSIFIERS)}, not "
                           f"{classifier!r}")
     return classifier
+
+
+def check_clip(clip: str) -> str:
+    """`clip` when it is one pddkit knows; one sentence otherwise."""
+    if clip not in CLIPS:
+        raise PddkitError(f"`clip` must be one of {', '.join(CLIPS)}, not {clip!r}")
+    return clip
 
 
 @dataclass(frozen=True)
@@ -113,36 +178,6 @@ class SetTest:
 
 
 @dataclass(frozen=True)
-class CheckSplit:
-    """How the false-positive check cut the reference set: by whole documents (`group`) or
-    text by text; texts and (by group) documents on each side."""
-
-    by: str  # "group" or "text"
-    texts: tuple[int, int]
-    groups: tuple[int, int] | None = None  # documents per half (by group)
-    ungrouped: int = 0  # reference texts without a group, each its own document
-
-    def sentence(self) -> str:
-        a, b = self.texts
-        if self.by == "text":
-            return (f"The false-positive check split the reference set text by text ({a} + {b} "
-                    "texts; they have no 'group' column), so windows of one document may sit "
-                    "on both halves and make them look alike; give each text its document "
-                    "under 'group' to split by whole documents.")
-        ga, gb = self.groups
-        alone = (f"; {self.ungrouped} texts without a 'group' count as one document each"
-                 if self.ungrouped else "")
-        return (f"The false-positive check split the reference set by document ('group'): "
-                f"{ga} documents ({a} texts) against {gb} documents ({b} texts), no document "
-                f"on both sides{alone}.")
-
-    def to_dict(self) -> dict:
-        return {"by": self.by, "texts": list(self.texts),
-                "groups": None if self.groups is None else list(self.groups),
-                "ungrouped": self.ungrouped, "sentence": self.sentence()}
-
-
-@dataclass(frozen=True)
 class CurvePoint:
     """The test's p-value when only the first `n` texts of each (shuffled) set are used."""
 
@@ -167,18 +202,24 @@ class Decision:
     less_familiar_p_value: float | None = None
     classifier: str = "nonnegative"
     check_split: CheckSplit | None = None  # None when the check did not run
+    clip: str = "pooled"
 
 
-def normalise(suspect: np.ndarray, reference: np.ndarray,
-              clip: float = CLIP) -> tuple[np.ndarray, np.ndarray]:
-    """Each set's features clipped to its own [clip, 1 - clip] quantiles (as the
-    paper's code), then z-scored with the clipped suspect set's mean and standard
-    deviation (a constant feature: divided by 1)."""
+def normalise(suspect: np.ndarray, reference: np.ndarray, clip: str = "pooled",
+              tail: float = CLIP) -> tuple[np.ndarray, np.ndarray]:
+    """Both sets' features clipped to the [tail, 1 - tail] quantiles (numpy's linear
+    interpolation) of the two sets pooled (`clip="pooled"`) or each to its own
+    (`"per-set"`, the authors' code), then z-scored with the clipped suspect set's mean and
+    (population) standard deviation; a constant feature is divided by 1."""
     S = np.asarray(suspect, dtype=np.float64)
     R = np.asarray(reference, dtype=np.float64)
-    lo, hi = np.quantile(S, [clip, 1 - clip], axis=0)
-    r_lo, r_hi = np.quantile(R, [clip, 1 - clip], axis=0)
-    S, R = np.clip(S, lo, hi), np.clip(R, r_lo, r_hi)
+    if check_clip(clip) == "pooled":
+        lo, hi = np.quantile(np.vstack([S, R]), [tail, 1 - tail], axis=0)
+        S, R = np.clip(S, lo, hi), np.clip(R, lo, hi)
+    else:
+        lo, hi = np.quantile(S, [tail, 1 - tail], axis=0)
+        r_lo, r_hi = np.quantile(R, [tail, 1 - tail], axis=0)
+        S, R = np.clip(S, lo, hi), np.clip(R, r_lo, r_hi)
     mean, std = S.mean(axis=0), S.std(axis=0)
     std = np.where(std > 1e-12, std, 1.0)
     return (S - mean) / std, (R - mean) / std
@@ -200,22 +241,25 @@ def require_sizes(n_suspect: int, n_reference: int, false_positive_check: bool) 
 
 
 def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str], seed: int = 0,
-                 n: int | None = None, classifier: str = "nonnegative") -> SetTest:
+                 n: int | None = None, classifier: str = "nonnegative",
+                 clip: str = "pooled") -> SetTest:
     """Maini et al.'s test on feature matrices: each set shuffled (seeded) and cut to its
-    first `n` texts (all by default); features clipped and z-scored (`normalise`); a
-    logistic regression fitted on the first half of each set (suspect 1, reference 0)
-    scores the second halves; a one-sided t-test that suspect scores are higher.
+    first `n` texts (all by default); features clipped (`clip`: to the quantiles of the two
+    sets pooled, or each set to its own) and z-scored (`normalise`); a logistic regression
+    fitted on the first half of each set (suspect 1, reference 0) scores the second halves;
+    a one-sided t-test that suspect scores are higher.
     `nonnegative`: weights >= 0 (`fit_nonnegative`) and Welch's test, so only suspect texts
     that look *more* familiar count (a feature on which they are lower gets weight 0; every
     weight 0: constant scores, p = 1). `paper`: an unconstrained fit
     (`fit_unconstrained`) and Student's test. `gaps` show per feature whether the suspect
     texts look more familiar (positive) or less."""
     paper = check_classifier(classifier) == "paper"
+    check_clip(clip)
     rng = np.random.default_rng(seed)
     S = np.asarray(suspect, dtype=np.float64)[rng.permutation(len(suspect))][:n]
     R = np.asarray(reference, dtype=np.float64)[rng.permutation(len(reference))][:n]
     require_sizes(len(S), len(R), False)
-    S, R = normalise(S, R)
+    S, R = normalise(S, R, clip)
     hs, hr = len(S) // 2, len(R) // 2
     X = np.vstack([S[:hs], R[:hr]])
     y = np.r_[np.ones(hs), np.zeros(hr)]
@@ -230,72 +274,15 @@ def compare_sets(suspect: np.ndarray, reference: np.ndarray, names: Sequence[str
                    suspect_scores=s_scores, reference_scores=r_scores)
 
 
-def split_groups(groups: Sequence[str | None], seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices of two halves made of whole documents: the documents (a text whose group
-    is None: a document of its own) in a seeded random order, then largest first (ties keep
-    that order), each to the half holding fewer texts so far."""
-    rows: dict = {}
-    for i, g in enumerate(groups):
-        rows.setdefault(("doc", g) if g is not None else ("text", i), []).append(i)
-    docs = list(rows.values())
-    docs = [docs[i] for i in np.random.default_rng(seed).permutation(len(docs))]
-    docs.sort(key=len, reverse=True)  # stable: equal sizes keep the shuffled order
-    halves: tuple[list[int], list[int]] = ([], [])
-    for d in docs:
-        halves[0 if len(halves[0]) <= len(halves[1]) else 1].extend(d)
-    return np.array(sorted(halves[0]), dtype=int), np.array(sorted(halves[1]), dtype=int)
-
-
-def reference_halves(n_reference: int, seed: int = 0,
-                     groups: Sequence[str | None] | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, CheckSplit]:
-    """Row indices of the false-positive check's two halves of the reference set and how they
-    were cut: by whole documents when `groups` is given (`split_groups`), else the set
-    shuffled (seeded) and cut text by text."""
-    if groups is None:
-        perm = np.random.default_rng(seed).permutation(n_reference)
-        a, b = perm[:n_reference // 2], perm[n_reference // 2:]
-        return a, b, CheckSplit("text", (len(a), len(b)))
-    if len(groups) != n_reference:
-        raise PddkitError(f"{len(groups)} reference groups for {n_reference} reference texts")
-    a, b = split_groups(groups, seed)
-    docs = lambda idx: len({groups[i] if groups[i] is not None else ("text", i)  # noqa: E731
-                            for i in idx})
-    return a, b, CheckSplit("group", (len(a), len(b)), (docs(a), docs(b)),
-                            sum(g is None for g in groups))
-
-
-def check_halves(n_reference: int, seed: int = 0,
-                 groups: Sequence[str | None] | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, CheckSplit]:
-    """`reference_halves`, or one sentence when a half made of whole documents holds fewer
-    than 2 * MIN_PER_HALF texts."""
-    a, b, split = reference_halves(n_reference, seed, groups)
-    if min(len(a), len(b)) < 2 * MIN_PER_HALF:
-        raise PddkitError(
-            f"the false-positive check splits the reference set by document ('group'), but "
-            f"its {n_reference} texts from {sum(split.groups)} documents give halves of "
-            f"{len(a)} and {len(b)} texts, and each needs at least {2 * MIN_PER_HALF}; "
-            "give more reference documents or `false_positive_check=False`")
-    return a, b, split
-
-
-def split_reference(reference: np.ndarray, seed: int = 0,
-                    groups: Sequence[str | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The reference set cut into two halves (`reference_halves`): a pretend suspect set and
-    a pretend reference set, neither of them trained on."""
-    R = np.asarray(reference)
-    a, b, _ = reference_halves(len(R), seed, groups)
-    return R[a], R[b]
-
-
 def false_positive_test(reference: np.ndarray, names: Sequence[str], seed: int = 0,
                         n: int | None = None, groups: Sequence[str | None] | None = None,
-                        classifier: str = "nonnegative") -> SetTest:
+                        classifier: str = "nonnegative", clip: str = "pooled") -> SetTest:
     """The false-positive check: `compare_sets` on two halves of the reference set (whole
-    documents on each side when `groups` is given)."""
+    documents on each side when `groups` is given), clipped by the same rule as the main
+    test applied to those two halves (`pooled`: to the quantiles of the two halves
+    together, i.e. of the reference set; the module docstring says why)."""
     a, b = split_reference(reference, seed, groups)
-    return compare_sets(a, b, names, seed, n, classifier)
+    return compare_sets(a, b, names, seed, n, classifier, clip)
 
 
 def curve_sizes(n_max: int) -> list[int]:
@@ -308,71 +295,37 @@ def curve_sizes(n_max: int) -> list[int]:
 
 
 def decide(features: FeatureMatrix, alpha: float = 0.05, false_positive_check: bool = True,
-           seed: int = 0, classifier: str = "nonnegative") -> Decision:
+           seed: int = 0, classifier: str = "nonnegative", clip: str = "pooled") -> Decision:
     """The test, the false-positive check (by document when `features.reference_groups` is
-    given), p-value curves and the verdict, from features."""
+    given), p-value curves and the verdict, from features; `clip` for all of them."""
     if not 0 < alpha < 1:
         raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
     check_classifier(classifier)
+    check_clip(clip)
     S, R, names = features.suspect, features.reference, features.names
     require_sizes(len(S), len(R), false_positive_check)
-    test = compare_sets(S, R, names, seed, classifier=classifier)
-    curve = tuple(CurvePoint(n, compare_sets(S, R, names, seed, n, classifier).p_value)
+    test = compare_sets(S, R, names, seed, classifier=classifier, clip=clip)
+    curve = tuple(CurvePoint(n, compare_sets(S, R, names, seed, n, classifier, clip).p_value)
                   for n in curve_sizes(max(len(S), len(R))))
     check, check_curve, split = None, (), None
     if false_positive_check:
         groups = features.reference_groups
         a, b, split = check_halves(len(R), seed, groups)
-        check = false_positive_test(R, names, seed, groups=groups, classifier=classifier)
+        check = false_positive_test(R, names, seed, groups=groups, classifier=classifier,
+                                    clip=clip)
         check_curve = tuple(
-            CurvePoint(n, false_positive_test(R, names, seed, n, groups, classifier).p_value)
+            CurvePoint(n, false_positive_test(R, names, seed, n, groups, classifier,
+                                              clip).p_value)
             for n in curve_sizes(max(len(a), len(b))))
     used = test.p_value < alpha and (check is None or check.p_value >= alpha)
     # the non-negative classifier, not significant: do the suspect texts look *less*
     # familiar instead? (the same test with every feature negated, so that higher = less
-    # member-like). The paper's unconstrained fit is symmetric: negated features give the
-    # same p-value, so it has no mirrored test.
+    # member-like; the quantiles of -x are minus those of x, so clipping commutes). The
+    # paper's unconstrained fit is symmetric: negated features give the same p-value, so it
+    # has no mirrored test.
     less_p = (None if test.p_value < alpha or classifier == "paper"
-              else compare_sets(-S, -R, names, seed).p_value)
+              else compare_sets(-S, -R, names, seed, clip=clip).p_value)
     return Decision(test, check, curve, check_curve, alpha, used,
                     verdict_sentence(test.p_value, None if check is None else check.p_value,
                                      alpha, less_p, classifier),
-                    less_p, classifier, split)
-
-
-def verdict_sentence(p: float, check_p: float | None, alpha: float,
-                     less_p: float | None = None, classifier: str = "nonnegative") -> str:
-    """The verdict for a non-specialist; `less_p` is the mirrored test's p-value (suspect
-    texts less familiar), given when the test itself is not significant."""
-    ps = f"p = {p:.2g}"
-    if p >= alpha and less_p is not None and less_p < alpha:
-        return (f"No evidence of training on the suspect texts: the model does treat them "
-                f"differently from the reference texts, but it finds them LESS familiar "
-                f"(p = {less_p:.2g} for less familiar; {ps} for more familiar, not below the "
-                f"{alpha:g} threshold), which is not evidence of training. The reference texts "
-                "probably differ from the suspect texts in some other way (source, time, "
-                "topic); use a reference set drawn from the same source as the suspect texts.")
-    if p < alpha and check_p is not None and check_p < alpha:
-        return (f"Inconclusive: the model treats the suspect texts differently from the reference "
-                f"texts ({ps}), but it also separates two halves of the reference set, which it "
-                f"never saw (p = {check_p:.2g}), so the difference may come from the texts "
-                "themselves rather than from training; use a larger reference set drawn from the "
-                "same source as the suspect texts.")
-    if p < alpha:
-        check = ("" if check_p is None else
-                 f", and two halves of the reference set show no such difference (p = {check_p:.2g})")
-        if classifier == "paper":
-            return (f"Used in training (Maini et al.'s test): the model treats the suspect texts "
-                    f"differently from comparable texts it never saw ({ps}, below the {alpha:g} "
-                    f"threshold){check}. The paper's classifier counts a difference in either "
-                    "direction, also suspect texts that look LESS familiar (see the feature "
-                    "gaps); the non-negative classifier counts only texts that look more "
-                    "familiar. This assumes the reference texts come from the same source as "
-                    "the suspect texts.")
-        return (f"Used in training: the model treats the suspect texts as familiar, unlike "
-                f"comparable texts it never saw ({ps}, below the {alpha:g} threshold){check}. "
-                "This assumes the reference texts come from the same source as the suspect texts.")
-    return (f"No evidence of training on the suspect texts: the model does not treat them "
-            f"differently from comparable texts it never saw ({ps}, not below the {alpha:g} "
-            "threshold). This does not prove they were not used; more texts make the test "
-            "more sensitive.")
+                    less_p, classifier, split, clip)

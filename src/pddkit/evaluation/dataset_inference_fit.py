@@ -28,7 +28,13 @@ def _logistic_objective(X: np.ndarray, y: np.ndarray, C: float):
 def fit_nonnegative(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.ndarray, float]:
     """(weights, intercept) of an L2-penalised logistic regression (scikit-learn's objective:
     C * log-loss summed over rows + ||w||^2 / 2, intercept not penalised) with every weight
-    constrained to be >= 0: L-BFGS-B from zero with the exact gradient, deterministic."""
+    constrained to be >= 0, deterministic. L-BFGS-B from zero with the exact gradient finds
+    which weights the constraint holds at 0; Newton's method on the others
+    (`fit_unconstrained` on their columns) then takes the fit to the optimum within
+    rounding, which L-BFGS-B alone stops short of (its relative loss tolerance ends it some
+    1e-8 away). The polished fit is kept when it satisfies the optimality (KKT) conditions:
+    every free weight >= 0 and a gradient >= 0 on every weight held at 0; otherwise the
+    L-BFGS-B answer stands."""
     from scipy.optimize import minimize
 
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
@@ -37,16 +43,31 @@ def fit_nonnegative(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.nd
     res = minimize(lambda th: objective(th)[:2], np.zeros(F + 1), jac=True, method="L-BFGS-B",
                    bounds=[(0.0, None)] * F + [(None, None)],
                    options={"maxiter": 1000, "gtol": 1e-8, "ftol": 1e-12})
-    w = np.maximum(res.x[:F], 0.0)
-    return w, float(res.x[F])
+    w, b = np.maximum(res.x[:F], 0.0), float(res.x[F])
+    free = w > 0
+    if free.any():
+        w_free, b_new = fit_unconstrained(X[:, free], y, C)
+    else:  # the intercept alone: log-odds of the labels (a label missing: L-BFGS-B's)
+        share = y.mean()
+        w_free, b_new = np.zeros(0), (float(np.log(share / (1 - share))) if 0 < share < 1
+                                      else b)
+    polished = np.zeros(F)
+    polished[free] = w_free
+    grad = objective(np.r_[polished, b_new])[1]
+    if (w_free >= 0).all() and (grad[:F][~free] >= 0).all():
+        return polished, float(b_new)
+    return w, b
 
 
 def fit_unconstrained(X: np.ndarray, y: np.ndarray, C: float = 1.0,
                       max_iter: int = 100) -> tuple[np.ndarray, float]:
     """(weights, intercept) of the same L2-penalised logistic regression as `fit_nonnegative`
     without bounds (the paper's linear classifier; the penalty keeps the weights finite when
-    the halves are separable): Newton's method with backtracking from zero, to the optimum
-    within rounding (the objective is strictly convex), deterministic."""
+    the halves are separable): Newton's method with backtracking from zero, deterministic,
+    to the optimum within rounding (the objective is strictly convex). Near the optimum the
+    loss no longer resolves a Newton step's decrease (it is below the loss's rounding), so
+    a step is also taken when the loss does not rise beyond its rounding and the gradient
+    shrinks; the fit ends when neither the loss nor the gradient can be lowered."""
     X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     F = X.shape[1]
     X1 = np.column_stack([X, np.ones(len(X))])
@@ -60,16 +81,19 @@ def fit_unconstrained(X: np.ndarray, y: np.ndarray, C: float = 1.0,
         decrease = float(grad @ step)
         if decrease <= 1e-24 * max(1.0, abs(loss)):
             break
-        t = 1.0
-        while True:  # Armijo backtracking; a Newton step near the optimum is taken whole
+        rounding = 64 * np.finfo(np.float64).eps * max(1.0, abs(loss))
+        t, taken = 1.0, False
+        while t >= 1e-12:  # Armijo backtracking; a Newton step near the optimum is taken whole
             new = theta - t * step
             new_loss, new_grad, new_s = objective(new)
-            if new_loss <= loss - 1e-4 * t * decrease or t < 1e-12:
+            if new_loss <= loss - 1e-4 * t * decrease or (
+                    new_loss <= loss + rounding and new_grad @ new_grad < grad @ grad):
+                taken = True
                 break
             t *= 0.5
-        theta, loss, grad, s = new, new_loss, new_grad, new_s
-        if t < 1e-12:  # no step lowers the loss any more: the optimum within rounding
+        if not taken:  # neither the loss nor the gradient goes lower: the optimum within rounding
             break
+        theta, loss, grad, s = new, new_loss, new_grad, new_s
     return theta[:F].copy(), float(theta[F])
 
 

@@ -39,6 +39,23 @@ def classifier_of(data: dict) -> str:
     return data.get("classifier", "nonnegative")
 
 
+CLIP_TEXT = {
+    "pooled": "pooled (both sets clipped to the 2.5-97.5% quantiles of the two together)",
+    "per-set": "per set (each set clipped to its own 2.5-97.5% quantiles, the authors' way; "
+               "not calibrated with heavy-tailed features)",
+}
+
+
+PER_SET_NOTE = ("Each set was clipped to its own 2.5-97.5% quantiles (the authors' way): with "
+                "heavy-tailed features, two sets drawn from one source then come out different "
+                "more often than alpha says; pooled clipping, the default, does not.")
+
+
+def clip_of(data: dict) -> str:
+    """The clipping that ran (results.json written before there was a choice: per-set)."""
+    return data.get("clip", "per-set")
+
+
 def p_text(p: float | None) -> str:
     """A p-value as the report shows it: 4 decimals, or scientific notation below 1e-4."""
     if p is None:
@@ -62,8 +79,10 @@ def tests_table(data: dict) -> Table:
     return Table(header=("test", "p-value", "t", "texts fitted", "texts tested"),
                  rows=tuple(rows),
                  title=f"Tests (one-sided {data.get('t_test', 'Welch')} t-test, suspect > "
-                       f"reference; {classifier_of(data)} classifier)",
+                       f"reference; {classifier_of(data)} classifier; {clip_of(data)} "
+                       "clipping)",
                  notes=(f"alpha = {data['alpha']:g}; texts are (suspect + reference) halves.",
+                        *([PER_SET_NOTE] if clip_of(data) == "per-set" else ()),
                         *([split["sentence"]] if split else ())),
                  id="tests")
 
@@ -120,6 +139,7 @@ def infer_page(data: dict) -> Page:
                  ("false-positive check p-value",
                   "not run" if check is None else p_text(check)),
                  ("alpha", f"{data['alpha']:g}"), ("classifier", classifier_of(data)),
+                 ("clipping", CLIP_TEXT[clip_of(data)]),
                  ("features", str(len(data["features"]))),
                  ("seed", str(cfg["seed"])))),
         Notice((explain(classifier_of(data)),)),

@@ -4,7 +4,9 @@ engine pass scores the suspect texts and texts of the same distribution known to
 (the reference set) with many membership features, each oriented so that higher = more
 member-like; a linear classifier fitted on one half of each set scores the other halves,
 and a one-sided t-test asks whether suspect texts score higher (`classifier`: pddkit's
-non-negative weights and Welch's test, or the paper's unconstrained fit and Student's). A
+non-negative weights and Welch's test, or the paper's unconstrained fit and Student's;
+`clip`: features clipped to the quantiles of both sets pooled, or of each set, the
+authors' way). A
 false-positive check runs the same test on two halves of the reference set, where no
 difference should be found: halves of whole documents when the reference texts have a
 `group`, text by text otherwise.
@@ -28,10 +30,12 @@ from pddkit.errors import PddkitError
 from pddkit.evaluation.dataset_inference import (
     CLASSIFIERS,
     CLIP,
+    CLIPS,
     T_TESTS,
     Decision,
     FeatureMatrix,
     check_classifier,
+    check_clip,
     check_halves,
     decide,
     require_sizes,
@@ -78,6 +82,8 @@ class InferenceResult:
             "verdict": d.verdict, "used_in_training": d.used_in_training, "alpha": d.alpha,
             "classifier": d.classifier, "classifier_description": CLASSIFIERS[d.classifier],
             "t_test": T_TESTS[d.classifier],
+            "clip": d.clip, "clip_description": CLIPS[d.clip],
+            "clip_quantiles": [CLIP, 1 - CLIP],
             "p_value": d.test.p_value,
             "false_positive_check_p_value": None if d.check is None else d.check.p_value,
             "less_familiar_p_value": d.less_familiar_p_value,
@@ -147,7 +153,7 @@ def _shared(suspect: Dataset, reference: Dataset) -> int:
 def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None = None,
                   mask_model: str | None = None, neighbors_file: str | None = None,
                   n_neighbors: int = 25, alpha: float = 0.05, false_positive_check: bool = True,
-                  seed: int = 0, classifier: str = "nonnegative",
+                  seed: int = 0, classifier: str = "nonnegative", clip: str = "pooled",
                   text_field: str | None = None, cache: str | None = None,
                   batch_size: int | str = 8, max_length: int | None = None,
                   device: str = "auto", dtype: str = "auto", revision: str | None = None,
@@ -160,12 +166,14 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     neighbors.jsonl an earlier `infer` with a mask model wrote, for the same suspect and
     reference texts) adds the perturbation feature `neighbor` over `n_neighbors` neighbours.
     `classifier`: "nonnegative" (non-negative weights on member-is-higher features, Welch's
-    test) or "paper" (Maini et al.'s unconstrained fit, per-set clipping, Student's test;
-    evaluation/dataset_inference.py says where pddkit's version differs from the authors'
-    code). The false-positive check keeps the reference texts of one `group` (document) on
-    one side when they have groups. The verdict says "used in training" only when the
-    test's p-value is below `alpha` and the false-positive check's is not. `adapter`: a
-    PEFT adapter loaded onto a `model` given by name."""
+    test) or "paper" (Maini et al.'s unconstrained fit, Student's test). `clip`: "pooled"
+    (every feature clipped to the 2.5-97.5% quantiles of both sets pooled) or
+    "per-set" (each set to its own quantiles, as the authors' code; not calibrated with
+    heavy-tailed features); evaluation/dataset_inference.py says where pddkit's version
+    differs from the authors' code. The false-positive check keeps the reference texts of
+    one `group` (document) on one side when they have groups. The verdict says "used in
+    training" only when the test's p-value is below `alpha` and the false-positive check's
+    is not. `adapter`: a PEFT adapter loaded onto a `model` given by name."""
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
     from pddkit.provenance import now
@@ -174,6 +182,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     if not 0 < alpha < 1:
         raise PddkitError(f"`alpha` must be between 0 and 1, not {alpha}")
     check_classifier(classifier)
+    check_clip(clip)
     if n_neighbors < 1:
         raise PddkitError(f"`n_neighbors` must be at least 1, not {n_neighbors}")
     sus, ref = _as_dataset(suspect, "suspect", text_field), _as_dataset(reference, "reference", text_field)
@@ -209,16 +218,16 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     n_s = len(sus.samples)
     features = FeatureMatrix(names, X[:n_s], X[n_s:], groups)
     t1 = time.perf_counter()
-    decision = decide(features, alpha, false_positive_check, seed, classifier)
-    logger.info("dataset inference (%s classifier): p = %.3g (%d suspect, %d reference texts, "
-                "%d features)", classifier, decision.test.p_value, n_s, len(ref.samples),
-                len(names))
+    decision = decide(features, alpha, false_positive_check, seed, classifier, clip)
+    logger.info("dataset inference (%s classifier, %s clipping): p = %.3g (%d suspect, %d "
+                "reference texts, %d features)", classifier, clip, decision.test.p_value, n_s,
+                len(ref.samples), len(names))
     config = {"model": cfg.model, "suspect": sus.name, "reference": ref.name,
               "ref_model": cfg.ref_model, "freq": freq, "mask_model": mask_model,
               "neighbors_file": neighbors_file,
               "n_neighbors": n_neighbors if mask_model or neighbors_file else None, "alpha": alpha,
               "false_positive_check": false_positive_check, "seed": seed,
-              "classifier": classifier, "clip": CLIP,
+              "classifier": classifier, "clip": clip,
               "methods": cfg.methods, "batch_size": batch_size, "max_length": max_length,
               "device": device, "dtype": dtype, "cache": cache,
               **({"adapter": adapter} if adapter is not None else {})}
