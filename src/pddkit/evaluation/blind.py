@@ -39,6 +39,7 @@ import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.evaluation.blind_counts import (
+    TOKEN_RE,
     FoldTfidf,
     column_totals,
     count_matrix,
@@ -74,6 +75,29 @@ def require_blind_data(labels: Sequence[int | None], name: str,
     if min(m, nm) < min_per_class:
         raise PddkitError(f"{name} has {m} members and {nm} non-members: the blind baseline "
                           f"needs at least {min_per_class} of each")
+
+
+def word_shortage(texts: Sequence[str]) -> str | None:
+    """Why the texts cannot carry the baseline's features, or None. Its word n-gram models
+    (TF-IDF, bag of words, neighbour vote) count words of two or more letters or digits
+    (scikit-learn's token pattern); when no text has one (`1 + 2 = 3`), they have nothing
+    to count and the baseline is not fitted. Texts with a word in only some folds are
+    fitted: a base model with no feature in a training part abstains there."""
+    texts = list(texts)
+    if any(TOKEN_RE.search(t) for t in texts):
+        return None
+    example = min(texts, key=len, default="")
+    return (f"none of the {len(texts)} texts has a word of two or more letters or digits "
+            f"(e.g. {example[:40]!r}), and the blind baseline's word n-gram models (TF-IDF, "
+            "bag of words, neighbour vote) need words")
+
+
+def _fit_score(model, X, y, Xt, value) -> np.ndarray:
+    """`model.fit_score`, or zeros (the base model abstains) when the training rows have
+    no feature column: texts whose words all fell in the other folds."""
+    if getattr(X, "ndim", 1) == 2 and X.shape[1] == 0:
+        return np.zeros(Xt.shape[0])
+    return model.fit_score(X, y, Xt, value)
 
 
 class _Features:
@@ -235,6 +259,9 @@ class BlindBaseline:
         return models
 
     def _features(self, texts: list[str]) -> _Features:
+        why = word_shortage(texts)
+        if why is not None:
+            raise PddkitError(why)
         return _Features(texts, self.max_features, word13=bool(self.greedy),
                          citations=self.citations)
 
@@ -282,7 +309,7 @@ class BlindBaseline:
                     make = m.prepare(rows)
                     X, Xt = make(rows), make(sub[ite])
                     for j, v in enumerate(grid):
-                        oof[m.name][j, ite] = m.fit_score(X, y[rows], Xt, v)
+                        oof[m.name][j, ite] = _fit_score(m, X, y[rows], Xt, v)
             Z = []
             for m, grid in models:
                 aucs = [roc_auc_score(ys, s) for s in oof[m.name]]
@@ -304,7 +331,7 @@ class BlindBaseline:
         Z = []
         for m, train, v in fitted:
             make = m.prepare(train)
-            Z.append(m.fit_score(make(train), yt, make(rows), v))
+            Z.append(_fit_score(m, make(train), yt, make(rows), v))
         Z = np.stack(Z, 1)                                                  # [n_rows, models]
         if meta is None:
             return 1.0 / (1.0 + np.exp(-Z.mean(axis=1)))

@@ -16,7 +16,10 @@ The blind baseline and reports (When it warns).
 - interval (95%): the AUCs A the observed one is compatible with, |AUC - A| <= 1.96 x
   NULL_INFLATION x sd(A), sd(A) Hanley and McNeil's (1982) spread of an AUC of A (at
   A = 0.5 the Mann-Whitney one); inverted like a score interval, so its lower end is above
-  0.5 exactly when p < 0.025.
+  0.5 exactly when p < 0.025. It is wider than the metrics table's bootstrap CI of the same
+  AUC, which resamples the texts with their out-of-fold scores held fixed: this one also
+  counts the spread from refitting the classifier on every fold (NULL_INFLATION). Both
+  are printed, each labelled (INTERVAL_LABEL here, the table's note there).
 - warning: p < ALPHA (0.025: the interval's lower end above 0.5) and AUC >= MIN_AUC (0.55;
   a shift this small leaves detection AUCs well above it meaningful). A significant AUC
   below MIN_AUC is reported as a small shift without the warning.
@@ -43,6 +46,8 @@ MIN_AUC = 0.55        # smallest AUC that warns
 Z95 = 1.959963984540054
 RULE = (f"a warning is raised when its AUC is above chance for the number of texts "
         f"(p < {ALPHA}) and at least {MIN_AUC:.2f}")
+# the verdict's interval, named wherever it is printed beside the metrics table's bootstrap CI
+INTERVAL_LABEL = "95% interval allowing for the classifier's refitting on every fold"
 
 
 def null_sd(n1: int, n0: int, inflation: float = NULL_INFLATION) -> float:
@@ -93,8 +98,8 @@ class BlindVerdict:
 
     def sentence(self) -> str:
         head = (f"The blind baseline (no model, text features only) reaches AUC {self.auc:.3f} "
-                f"[{self.low:.3f}, {self.high:.3f}] on {self.n_members} member and "
-                f"{self.n_nonmembers} non-member {self.unit}")
+                f"on {self.n_members} member and {self.n_nonmembers} non-member {self.unit} "
+                f"({INTERVAL_LABEL} [{self.low:.3f}, {self.high:.3f}])")
         if self.sample:
             head += (f" (fitted on a stratified sample of {self.sample['texts']:,} of the "
                      f"{self.sample['of']:,} texts: out-of-fold there, the "

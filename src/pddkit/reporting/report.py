@@ -270,3 +270,18 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
                          provenance=results.get("provenance")))
     title = title or f"pddkit report: {results['config'].get('dataset', out.name)}"
     return write_page(Page(title, tuple(blocks)), out)
+
+
+def report_stage(out_dir: str | Path, title: str | None = None):
+    """The report as a run's optional stage (engine/stages.py): `stage(result) -> result`
+    writes report.html and report.md (with their plots) from the results folder `out_dir`
+    and records the seconds it took in the result's timings."""
+    def stage(result):
+        import time
+        from dataclasses import replace
+
+        t0 = time.perf_counter()
+        write_report(out_dir, title)
+        return replace(result, timings={**result.timings, "report": time.perf_counter() - t0})
+
+    return stage
