@@ -185,6 +185,12 @@ def test_texts_without_a_word_skip_the_blind_baseline_before_it_starts(monkeypat
     assert [r.getMessage() for r in caplog.records] == [res.notices[0]]  # said once
     np.testing.assert_allclose(res.scores()["loss"], _mean_l(FakeBackend(), ARITHMETIC))
     assert res.metrics()["loss"].n_members == 4
+    # one member: no folds to cross-validate with, also known before it starts
+    one = run_dataset(dataset(labels=(1,) + (0,) * 7),
+                      RunConfig(model="fake", methods="loss", n_bootstrap=20), model=FakeBackend())
+    assert one.stages == {"blind baseline": {"status": "skipped", "reason": (
+        "the blind baseline needs at least 2 members and 2 non-members (2 documents of each "
+        "with groups)")}}
 
 
 def test_each_optional_stage_is_guarded_the_same_way():

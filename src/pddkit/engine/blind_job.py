@@ -186,10 +186,19 @@ def beside_the_passes(config: RunConfig) -> bool:
 
 
 def unfit_reason(dataset: Dataset) -> str | None:
-    """Why the baseline cannot be fitted on these texts, found before it starts (none has
-    a word: evaluation/blind.py `word_shortage`), or None."""
-    from pddkit.evaluation.blind import word_shortage
+    """Why the baseline cannot be fitted on these texts, found before it starts (fewer than
+    2 members or non-members, or documents of each with groups, to make folds of; no text
+    with a word: evaluation/blind.py `word_shortage`), or None."""
+    from pddkit.evaluation.blind import TOO_FEW, word_shortage
 
+    y = np.asarray(dataset.labels)
+    groups = _groups(dataset.samples)
+    if groups is None:
+        per_class = [int((y == c).sum()) for c in (0, 1)]
+    else:
+        per_class = [len({g for g, v in zip(groups, y) if v == c}) for c in (0, 1)]
+    if min(per_class) < 2:
+        return TOO_FEW
     return word_shortage([s.text for s in dataset.samples])
 
 

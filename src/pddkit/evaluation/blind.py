@@ -56,6 +56,8 @@ _NeighbourVote = NeighbourVote  # its former name here
 logger = logging.getLogger(__name__)
 
 MIN_PER_CLASS = 10  # `pddkit blind` refuses fewer texts per class
+TOO_FEW = ("the blind baseline needs at least 2 members and 2 non-members (2 documents of "
+           "each with groups)")  # its folds' least (a run goes on without it)
 
 
 def require_blind_data(labels: Sequence[int | None], name: str,
@@ -393,8 +395,7 @@ class BlindBaseline:
             found = _folds(y[on], None if g is None else g[on], self.n_splits, self.seed)
             folds = None if found is None else [(on[tr], on[te]) for tr, te in found]
         if folds is None:
-            raise PddkitError("the blind baseline needs at least 2 members and 2 non-members "
-                              "(2 documents of each with groups)")
+            raise PddkitError(TOO_FEW)
         feats = self._features(texts)
         self._search(feats, on)
         scores = np.full(n, np.nan)
