@@ -185,7 +185,9 @@ def main() -> None:
     ap.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared"))
     ap.add_argument("--sets", default=",".join(CALIBRATION + HELD_OUT))
     ap.add_argument("--perms", type=int, default=40)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="draws the texts (and the labels)")
+    ap.add_argument("--label-seed", type=int, default=None,
+                    help="draws the labels, when not --seed: more draws on the same texts")
     ap.add_argument("--jsonl", default=None, help="append each set's AUCs here")
     ap.add_argument("--draws", default=None, help="append one line per draw here")
     ap.add_argument("--summarise", default=None, help="print the table of a --draws file")
@@ -193,8 +195,10 @@ def main() -> None:
     if args.summarise:
         summarise_file(args.summarise)
         return
+    label_seed = args.seed if args.label_seed is None else args.label_seed
     print(f"warning rule: evaluation/blind_verdict.py, null inflation {NULL_INFLATION}; "
-          f"labels drawn from numpy default_rng({args.seed}), folds seeded 0")
+          f"texts drawn with seed {args.seed}, labels from numpy default_rng({label_seed}), "
+          "folds seeded 0")
     print(HEADER, flush=True)
     for name in args.sets.split(","):
         texts, groups, n1 = load(name, Path(args.shared), args.seed)
@@ -203,11 +207,12 @@ def main() -> None:
         def each(draw: int, auc: float, seconds: float, name=name, n1=n1, units=units) -> None:
             if args.draws:
                 with open(args.draws, "a") as f:
-                    f.write(json.dumps({"set": name, "draw": draw, "seed": args.seed, "n1": n1,
-                                        "n0": units - n1, "auc": auc, "seconds": seconds}) + "\n")
+                    f.write(json.dumps({"set": name, "draw": draw, "seed": args.seed,
+                                        "label_seed": label_seed, "n1": n1, "n0": units - n1,
+                                        "auc": auc, "seconds": seconds}) + "\n")
 
         t0 = time.perf_counter()
-        aucs = np.array(null_aucs(texts, groups, n1, args.perms, args.seed, each))
+        aucs = np.array(null_aucs(texts, groups, n1, args.perms, label_seed, each))
         print(summarise(name, n1, units - n1, aucs, time.perf_counter() - t0), flush=True)
         if args.jsonl:
             with open(args.jsonl, "a") as f:
