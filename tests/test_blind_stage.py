@@ -95,6 +95,8 @@ def test_a_run_whose_blind_baseline_raises_keeps_exit_0_and_all_its_scores(
     assert line in res["notices"] and line in stderr
     assert res["methods"]["loss"]["metrics"]["n_members"] == 12
     assert (out / "report.html").is_file() and f"report: {out / 'report.html'}" in stdout
+    assert f"Optional stages not done.** blind baseline failed: {reason}" in (
+        out / "report.md").read_text()  # said at the top of the report too
 
 
 @pytest.mark.slow
