@@ -188,7 +188,7 @@ def beside_the_passes(config: RunConfig) -> bool:
 def unfit_reason(dataset: Dataset) -> str | None:
     """Why the baseline cannot be fitted on these texts, found before it starts (fewer than
     2 members or non-members, or documents of each with groups, to make folds of; no text
-    with a word: evaluation/blind.py `word_shortage`), or None."""
+    with a word: evaluation/blind_counts.py `word_shortage`), or None."""
     from pddkit.evaluation.blind import TOO_FEW, word_shortage
 
     y = np.asarray(dataset.labels)

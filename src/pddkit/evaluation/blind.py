@@ -39,11 +39,11 @@ import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.evaluation.blind_counts import (
-    TOKEN_RE,
     FoldTfidf,
     column_totals,
     count_matrix,
     stacked_transform,
+    word_shortage,
 )
 from pddkit.evaluation.blind_features import date_matrix, style_features
 from pddkit.evaluation.blind_folds import folds as _folds
@@ -77,21 +77,6 @@ def require_blind_data(labels: Sequence[int | None], name: str,
     if min(m, nm) < min_per_class:
         raise PddkitError(f"{name} has {m} members and {nm} non-members: the blind baseline "
                           f"needs at least {min_per_class} of each")
-
-
-def word_shortage(texts: Sequence[str]) -> str | None:
-    """Why the texts cannot carry the baseline's features, or None. Its word n-gram models
-    (TF-IDF, bag of words, neighbour vote) count words of two or more letters or digits
-    (scikit-learn's token pattern); when no text has one (`1 + 2 = 3`), they have nothing
-    to count and the baseline is not fitted. Texts with a word in only some folds are
-    fitted: a base model with no feature in a training part abstains there."""
-    texts = list(texts)
-    if any(TOKEN_RE.search(t) for t in texts):
-        return None
-    example = min(texts, key=len, default="")
-    return (f"none of the {len(texts)} texts has a word of two or more letters or digits "
-            f"(e.g. {example[:40]!r}), and the blind baseline's word n-gram models (TF-IDF, "
-            "bag of words, neighbour vote) need words")
 
 
 def _fit_score(model, X, y, Xt, value) -> np.ndarray:
