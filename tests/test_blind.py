@@ -16,6 +16,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 
+from pddkit.errors import PddkitError
 from pddkit.evaluation.blind import BlindBaseline, _NeighbourVote
 from pddkit.evaluation.blind_features import (
     STYLE_NAMES,
@@ -328,16 +329,56 @@ def test_citation_years_by_hand():
     assert "no_cite_year" not in date_features("x", citations=False)
 
 
+def _hanley_mcneil_sd(a, n1, n0):
+    """Hanley and McNeil (1982), eq. 1: the standard error of an AUC `a` from n1 members and
+    n0 non-members (Q1 = a / (2 - a), Q2 = 2 a^2 / (1 + a)); an AUC below 0.5 spreads as
+    its mirror 1 - a does (the labels swapped)."""
+    a = max(a, 1.0 - a)
+    q1, q2 = a / (2.0 - a), 2.0 * a * a / (1.0 + a)
+    return np.sqrt((a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0))
+
+
+def _interval_by_hand(auc, n1, n0, inflation=1.55):
+    """The verdict's 95% interval solved exactly: the AUCs A on either side of `auc` where
+    |auc - A| = 1.96 x inflation x sd(A) (a root finder, not the module's grid)."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    z = norm.ppf(0.975)
+
+    def gap(a):
+        return abs(auc - a) - z * inflation * _hanley_mcneil_sd(a, n1, n0)
+
+    low = 0.0 if gap(0.0) <= 0 else brentq(gap, 0.0, auc)
+    high = 1.0 if gap(1.0) <= 0 else brentq(gap, auc, 1.0)
+    return low, high
+
+
 def test_verdict_knows_the_sample_size():
-    """The same AUC warns on many texts and not on few; the interval's lower end is above
-    0.5 exactly when the p-value is below ALPHA; a significant AUC below MIN_AUC is a
-    small shift without the warning; documents, not texts, count when grouped."""
+    """The p-value and interval by hand (the null spread 1.55 x the Mann-Whitney one,
+    Hanley-McNeil's spread for the interval); the same AUC warns on many texts and not on
+    few; the interval's lower end is above 0.5 exactly when p < 0.025; a significant AUC
+    below MIN_AUC is a small shift without the warning; documents count when grouped."""
+    from scipy.stats import norm
+
+    # AUC 0.7 on 20 and 20 texts: s0 = 1.55 sqrt(41 / 4800) = 0.14325, z = 1.3961
+    v = verdict_for(0.7, 20, 20)
+    assert v.p == pytest.approx(norm.sf(0.2 / (1.55 * np.sqrt(41 / 4800))), rel=1e-12)
+    assert v.p == pytest.approx(0.0813, abs=1e-4) and not v.shift
+    # the smallest AUC that is above chance on 20 + 20 texts: 0.5 + 1.96 s0 = 0.7808
+    edge = 0.5 + norm.ppf(1 - ALPHA) * 1.55 * np.sqrt(41 / 4800)
+    assert edge == pytest.approx(0.7808, abs=1e-4)
+    assert verdict_for(edge + 1e-6, 20, 20).warn and not verdict_for(edge - 1e-6, 20, 20).shift
     assert verdict_for(0.62, 1000, 1000).warn and not verdict_for(0.62, 40, 40).warn
     for n1, n0 in ((20, 20), (80, 80), (61, 99), (1000, 1000)):
-        for auc in np.linspace(0.5, 1.0, 201):
+        for auc in (0.5, 0.55, 0.62, 0.75, 0.9, 0.99):
             v = verdict_for(auc, n1, n0)
+            low, high = _interval_by_hand(auc, n1, n0)
+            # the module scans a grid of 1/2000 outwards from the AUC and keeps the last
+            # point inside: each of its ends lies up to one step inside the exact root
+            assert low <= v.low < low + 1 / 2000 + 1e-12, (n1, n0, auc, v.low, low)
+            assert high - 1 / 2000 - 1e-12 < v.high <= high, (n1, n0, auc, v.high, high)
             assert (v.low > 0.5) == (v.p < ALPHA) or abs(v.p - ALPHA) < 1e-3, (n1, n0, auc)
-            assert v.low <= auc <= v.high
     small = verdict_for(0.54, 5000, 5000)
     assert small.shift and not small.warn and "small shift" in small.sentence()
     assert verdict_for(MIN_AUC, 5000, 5000).warn
@@ -346,7 +387,66 @@ def test_verdict_knows_the_sample_size():
     assert effective_units(labels, groups) == {"members": 10, "nonmembers": 10,
                                                "unit": "documents"}
     assert effective_units(labels, [str(i) for i in range(160)]) is None  # a text each
-    assert null_sd(10, 10) > 2.5 * null_sd(80, 80)
+    assert null_sd(10, 10) == pytest.approx(1.55 * np.sqrt(21 / 1200), rel=1e-12)
+
+
+def test_the_verdict_names_its_interval():
+    """Printed beside the metrics table's bootstrap CI, the verdict's interval says what it
+    is (the classifier's refitting counted), the numbers those of the hand solution."""
+    v = verdict_for(0.475, 20, 20)
+    low, high = _interval_by_hand(0.475, 20, 20)
+    assert (f"reaches AUC 0.475 on 20 member and 20 non-member texts (95% interval allowing "
+            f"for the classifier's refitting on every fold [{low:.3f}, {high:.3f}])"
+            ) in v.sentence()
+
+
+def test_texts_without_a_word_are_said_before_the_baseline_runs():
+    """Its word n-grams count words of two or more letters or digits (scikit-learn's token
+    pattern): single digits, single letters and signs are none."""
+    from pddkit.evaluation.blind import word_shortage
+
+    why = word_shortage(["1 + 2 = 3", "x = 7", "7"])
+    assert why == ("none of the 3 texts has a word of two or more letters or digits (e.g. "
+                   "'7'), and the blind baseline's word n-gram models (TF-IDF, bag of "
+                   "words, neighbour vote) need words")
+    assert word_shortage(["1 + 2 = 3", "10 - 7 = 3"]) is None  # "10" is a word
+    assert word_shortage(["a b", "it"]) is None
+    labels = [0, 1] * 10
+    with pytest.raises(PddkitError, match="none of the 20 texts has a word"):
+        BlindBaseline().cross_val_scores([f"{i % 10} + 1" for i in range(20)], labels)
+
+
+def test_a_base_model_with_no_feature_in_a_training_part_abstains():
+    """Arithmetic where only two texts hold a word (`10`): most training parts have no word
+    for the bag of words, which then scores 0 (no opinion) instead of failing the fit
+    (`Found array with 0 feature(s)` from naive Bayes)."""
+    from sklearn.naive_bayes import MultinomialNB
+
+    from pddkit.evaluation.blind import _BowNB, _fit_score
+
+    empty = sparse.csr_matrix((6, 0))
+    with pytest.raises(ValueError, match="0 feature"):
+        MultinomialNB().fit(empty, [0, 1] * 3)  # what the stack met before
+    np.testing.assert_array_equal(_fit_score(_BowNB(None), empty, [0, 1] * 3,
+                                             sparse.csr_matrix((2, 0)), 1.0), [0.0, 0.0])
+    texts = [f"{a} + {b} = {(a + b) % 10}" for a in range(1, 10) for b in range(1, 5)]
+    texts[:2] = ["5 + 5 = 10", "9 + 1 = 10"]
+    labels = np.array([i % 2 for i in range(len(texts))])
+    scores = BlindBaseline().cross_val_scores(texts, labels)
+    assert scores.shape == (36,) and np.isfinite(scores).all()
+    assert ((scores > 0) & (scores < 1)).all()  # member probabilities
+
+
+def test_cli_blind_on_texts_without_a_word_is_one_sentence(tmp_path, capsys):
+    rows = [{"text": f"{a} + {b} = {(a + b) % 10}", "label": (a + b) % 2}
+            for a in range(1, 7) for b in range(1, 6)]
+    data = write_jsonl(tmp_path / "arith.jsonl", rows)
+    code, _out, err = run_cli(capsys, "blind", "--data", data)
+    assert code == 1 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "pddkit: error: none of the 30 texts has a word of two or more letters or digits "
+        "(e.g. '1 + 1 = 2'), and the blind baseline's word n-gram models (TF-IDF, bag of "
+        "words, neighbour vote) need words")
 
 
 def _documents(per_author=4, per_doc=10):

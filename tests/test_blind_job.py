@@ -54,13 +54,31 @@ def test_thread_process_and_inline_give_the_same_scores():
 def test_the_childs_notices_log_lines_and_errors_reach_the_run(caplog, monkeypatch):
     import sys
 
+    from pddkit.engine.stages import StageSkippedError
+
+    # 1 member and 3 non-members: too few to cross-validate, the same sentence both ways
     few = make_dataset("d", [Sample(id=str(i), text=f"text {i}", label=int(i == 0)) for i in range(4)], [])
+    said = []
+    for where in ("process", "inline"):
+        with pytest.raises(StageSkippedError) as e:
+            BlindJob.start(few, RunConfig(model="m"), None, where=where).result([])
+        said.append(str(e.value))
+    assert said[0] == said[1] == ("the blind baseline needs at least 2 members and 2 "
+                                  "non-members (2 documents of each with groups)")
+
+    # subset b (1 member, 3 non-members) cannot be fitted on its own: the child's warning
+    # is logged here, and its notice reaches the caller's list
+    data = _data()
+    data = make_dataset("d", [Sample(id=s.id, text=s.text, label=s.label if i < 36 else int(i == 36),
+                                     subset="a" if i < 36 else "b")
+                              for i, s in enumerate(data.samples)], [])
     notices: list[str] = []
     with caplog.at_level("WARNING", logger="pddkit"):
-        assert BlindJob.start(few, RunConfig(model="m"), None, where="process").result(notices) is None
-    inline: list[str] = []
-    assert BlindJob.start(few, RunConfig(model="m"), None, where="inline").result(inline) is None
-    assert notices == inline and notices[0].startswith("no blind baseline")
+        found = BlindJob.start(data, RunConfig(model="m", n_bootstrap=20), None,
+                               where="process").result(notices)
+    assert found.subsets["b"] is None and found.subsets["a"] is not None
+    assert notices == ["no blind baseline for subset b: the blind baseline needs at least 2 "
+                       "members and 2 non-members (2 documents of each with groups)"]
     assert any(r.getMessage() == notices[0] for r in caplog.records)  # logged here, from the child
 
     monkeypatch.setattr(sys, "executable", "false")  # a child that dies without an answer

@@ -126,3 +126,112 @@ def test_a_backend_without_the_full_distribution_skips_what_reads_it():
                                              blind=False), model=fake)
     assert set(named.scores()) == {"loss"} and any("minkpp" in n for n in named.notices)
     assert all(np.isfinite(v).all() for v in res.scores().values())
+
+
+ARITHMETIC = ["1 + 2 = 3", "4 - 1 = 3", "2 * 3 = 6", "8 / 4 = 2", "5 + 1 = 6", "9 - 7 = 2",
+              "3 * 3 = 9", "6 / 2 = 3"]
+
+
+def _mean_l(fake, texts):
+    """The loss score by hand: the fake backend's mean token log-probability per text."""
+    stats = fake.stats_for_ids(fake.encode(texts, texts).ids, [False] * len(texts))
+    return [st.L.astype(np.float64).mean() for st in stats]
+
+
+def test_a_blind_baseline_that_raises_is_a_notice_and_the_scores_are_kept(monkeypatch):
+    """The blind baseline fails after the model pass (as `empty vocabulary` did): the run
+    returns, its scores and metrics are the methods' by hand, and the failure is one
+    notice naming the stage and the reason; the caller got the scores before it ran."""
+    from pddkit.evaluation.blind import BlindBaseline
+
+    events = []
+
+    def fails(self, texts, labels, groups=None, splits=None):
+        events.append("blind")
+        raise ValueError("empty vocabulary; perhaps the documents only contain stop words")
+
+    monkeypatch.setattr(BlindBaseline, "cross_val_scores", fails)
+    fake = FakeBackend()
+    seen = []
+    res = run_dataset(dataset(), RunConfig(model="fake", methods="loss,zlib", n_bootstrap=20),
+                      model=fake, on_scored=lambda r: (events.append("scored"), seen.append(r)))
+    assert events == ["scored", "blind"]  # the scores went out first
+    np.testing.assert_allclose(seen[0].scores()["loss"], _mean_l(FakeBackend(), TEXTS))
+    assert seen[0].stages == {"blind baseline": {"status": "pending"}}
+    np.testing.assert_allclose(res.scores()["loss"], _mean_l(FakeBackend(), TEXTS))
+    assert set(res.scores()) == {"loss", "zlib"} and set(res.metrics()) == {"loss", "zlib"}
+    reason = "ValueError: empty vocabulary; perhaps the documents only contain stop words"
+    assert res.stages == {"blind baseline": {"status": "failed", "reason": reason}}
+    assert res.notices == (f"blind baseline failed ({reason}); the scores and every other "
+                           "result are kept",)
+    saved = res.to_dict()
+    assert saved["stages"]["blind baseline"]["status"] == "failed"
+    assert saved["notices"] == list(res.notices) and saved["blind_baseline"] is None
+
+
+def test_texts_without_a_word_skip_the_blind_baseline_before_it_starts(monkeypatch, caplog):
+    """`1 + 2 = 3`: no word of two or more letters or digits for the baseline's word
+    n-grams; it is never started, and the run says so once, before the model pass."""
+    from pddkit.engine import blind_job
+
+    def never(*args, **kwargs):
+        raise AssertionError("the blind baseline was started")
+
+    monkeypatch.setattr(blind_job.BlindJob, "start", classmethod(never))
+    data = Dataset("arith", [Sample(f"t{i}", t, label=i % 2) for i, t in enumerate(ARITHMETIC)])
+    fake = FakeBackend()
+    with caplog.at_level("WARNING", logger="pddkit"):
+        res = run_dataset(data, RunConfig(model="fake", methods="loss", n_bootstrap=20), model=fake)
+    reason = ("none of the 8 texts has a word of two or more letters or digits (e.g. "
+              "'1 + 2 = 3'), and the blind baseline's word n-gram models (TF-IDF, bag of "
+              "words, neighbour vote) need words")
+    assert res.stages == {"blind baseline": {"status": "skipped", "reason": reason}}
+    assert res.notices == (f"blind baseline skipped: {reason}",)
+    assert [r.getMessage() for r in caplog.records] == [res.notices[0]]  # said once
+    np.testing.assert_allclose(res.scores()["loss"], _mean_l(FakeBackend(), ARITHMETIC))
+    assert res.metrics()["loss"].n_members == 4
+    # one member: no folds to cross-validate with, also known before it starts
+    one = run_dataset(dataset(labels=(1,) + (0,) * 7),
+                      RunConfig(model="fake", methods="loss", n_bootstrap=20), model=FakeBackend())
+    assert one.stages == {"blind baseline": {"status": "skipped", "reason": (
+        "the blind baseline needs at least 2 members and 2 non-members (2 documents of each "
+        "with groups)")}}
+
+
+def test_each_optional_stage_is_guarded_the_same_way():
+    """A stage that fails, one that does not apply, one found inapplicable before: each a
+    notice naming it; the stages after them still run and what they add is kept."""
+    from dataclasses import replace
+
+    from pddkit.engine.stages import Stage, StageSkippedError, run_stages
+    from pddkit.evaluation.results import RunResult
+
+    base = RunResult(ids=("a",), labels=None, methods=(), config={}, counts={}, timings={},
+                     models={})
+
+    def boom(r):
+        raise KeyError("documents")
+
+    def not_here(r):
+        raise StageSkippedError("no document ids")
+
+    def adds(r):
+        return replace(r, timings={**r.timings, "added": 1.0})
+
+    started = []
+    out = run_stages(base, [Stage("first", boom), Stage("second", not_here),
+                            Stage("third", adds, skip="known before"), Stage("fourth", adds)],
+                     on_start=started.append)
+    assert [s.stages for s in started] == [{"first": {"status": "pending"},
+                                            "second": {"status": "pending"},
+                                            "third": {"status": "skipped", "reason": "known before"},
+                                            "fourth": {"status": "pending"}}]
+    assert out.stages == {"first": {"status": "failed", "reason": "KeyError: 'documents'"},
+                          "second": {"status": "skipped", "reason": "no document ids"},
+                          "third": {"status": "skipped", "reason": "known before"},
+                          "fourth": {"status": "done"}}
+    # the one known before is said first, with the scores (on_start)
+    assert out.notices == ("third skipped: known before", "first failed (KeyError: "
+                           "'documents'); the scores and every other result are kept",
+                           "second skipped: no document ids")
+    assert out.timings == {"added": 1.0}  # the fourth ran; the third, skipped, did not

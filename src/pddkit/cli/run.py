@@ -67,9 +67,13 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        documents=options.names(documents, "--documents"), doc_features=doc_features,
                        split_words=split_words, max_texts=max_texts)
     val_dataset = load_table(val_data, on_invalid=on_invalid) if val_data else None
-    result = run_dataset(dataset, config, val_dataset=val_dataset)
-    # notices as a command-line user reads them (flags, not parameter names), saved so too
-    result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
+
+    def for_cli(r):  # notices as a command-line user reads them (flags, not parameter names)
+        return dataclasses.replace(r, notices=tuple(map(options.for_cli, r.notices)))
+
+    # the scores are written before the optional stages (blind baseline, document level, ...)
+    result = for_cli(run_dataset(dataset, config, val_dataset=val_dataset,
+                                 on_scored=lambda r: for_cli(r).write(output)))
     out = result.write(output)
     preview = None
     if not result.labelled:  # the likeliest members are shown with their texts
@@ -83,15 +87,11 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         preview = [text_of[i] for i in result.ids]
     click.echo(result.summary(texts=preview))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
-    if result.labelled and not no_report:
-        import json
-        import time
+    if result.labelled and not no_report:  # an optional stage: a failure is a notice
+        from pddkit.engine.stages import REPORT, Stage, run_stages
+        from pddkit.reporting.report import report_stage
 
-        from pddkit.reporting.report import write_report
-
-        t0 = time.perf_counter()
-        html, _ = write_report(out)
-        saved = json.loads((out / "results.json").read_text())  # the report's time, recorded
-        saved["timings_s"]["report"] = time.perf_counter() - t0
-        (out / "results.json").write_text(json.dumps(saved, indent=2) + "\n")
-        click.echo(f"report: {html}")
+        result = run_stages(result, [Stage(REPORT, report_stage(out))])
+        result.write_results(out)  # the report's time, or why there is no report
+        if result.stages[REPORT]["status"] == "done":
+            click.echo(f"report: {out / 'report.html'}")

@@ -30,6 +30,7 @@ import numpy as np
 
 from pddkit.data.samples import Dataset
 from pddkit.engine.config import RunConfig
+from pddkit.engine.stages import StageSkippedError
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult
@@ -135,9 +136,10 @@ class BlindJob:
     def _cleanup(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def result(self, notices: list[str]) -> MethodResult | None:
-        """The baseline's MethodResult (None when it could not be fitted: the reason is
-        added to `notices`); waits for the thread or the child, or computes it now."""
+    def result(self, notices: list[str]) -> MethodResult:
+        """The baseline's MethodResult (its notices added to `notices`); waits for the
+        thread or the child, or computes it now. Raises what the baseline raised
+        (StageSkippedError when the texts cannot support it)."""
         if self._child is not None:
             self._collect()
             self._child = None
@@ -183,21 +185,37 @@ def beside_the_passes(config: RunConfig) -> bool:
     return device == "auto" and (os.cpu_count() or 1) >= MANY_CORES
 
 
+def unfit_reason(dataset: Dataset) -> str | None:
+    """Why the baseline cannot be fitted on these texts, found before it starts (fewer than
+    2 members or non-members, or documents of each with groups, to make folds of; no text
+    with a word: evaluation/blind_counts.py `word_shortage`), or None."""
+    from pddkit.evaluation.blind import TOO_FEW, word_shortage
+
+    y = np.asarray(dataset.labels)
+    groups = _groups(dataset.samples)
+    if groups is None:
+        per_class = [int((y == c).sum()) for c in (0, 1)]
+    else:
+        per_class = [len({g for g, v in zip(groups, y) if v == c}) for c in (0, 1)]
+    if min(per_class) < 2:
+        return TOO_FEW
+    return word_shortage([s.text for s in dataset.samples])
+
+
 def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None,
-                   notices: list[str]) -> MethodResult | None:
+                   notices: list[str]) -> MethodResult:
     """Out-of-fold scores of the model-free classifier for every text; its metrics on the
     test part when there is a validation split. When the data set has subsets
     (evaluation/subsets.py), the classifier is also fitted within each subset, with its
-    own cross-validation on that subset's texts only, for that subset's metrics."""
+    own cross-validation on that subset's texts only, for that subset's metrics.
+    StageSkippedError when the texts cannot support it (too few of a class, no word)."""
     from pddkit.evaluation.subsets import breakdown, fitted_within
 
     labels = np.asarray(dataset.labels)
     try:
         scores, folds, grouped, how = _out_of_fold(dataset.samples, labels, config)
-    except PddkitError as e:
-        logger.warning("no blind baseline: %s", e)
-        notices.append(f"no blind baseline: {e}")
-        return None
+    except PddkitError as e:  # too few texts, no word: the run goes on without it
+        raise StageSkippedError(str(e)) from None
     sel = slice(None) if test_idx is None else test_idx
     metrics = compute_metrics(scores[sel], labels[sel], n_bootstrap=config.n_bootstrap,
                               seed=config.seed)

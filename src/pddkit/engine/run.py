@@ -7,18 +7,20 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 
 import numpy as np
 
 from pddkit.backends.base import Backend
 from pddkit.data.samples import Dataset
-from pddkit.engine.blind_job import BlindJob
+from pddkit.engine.blind_job import BlindJob, unfit_reason
 from pddkit.engine.config import RunConfig
 from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
 from pddkit.engine.plan import Resources, make_plan, unused_resources
-from pddkit.engine.score import ScoreTable, score
+from pddkit.engine.score import score
+from pddkit.engine.stages import BLIND, notice, optional_stages, run_stages
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
@@ -72,12 +74,16 @@ def capabilities_of(config: RunConfig, model=None):
 
 
 def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
-                val_dataset: Dataset | None = None) -> RunResult:
+                val_dataset: Dataset | None = None,
+                on_scored: Callable[[RunResult], None] | None = None) -> RunResult:
     """Score `dataset` with every requested method; metrics when it is labelled.
 
     `model` / `ref_model` may be preloaded (a Backend or a LoadedModel; else loaded from
     the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
     chosen on the validation texts and all metrics are measured on the test texts only.
+    `on_scored(result)` receives the scores and metrics before the optional stages
+    (engine/stages.py: validation summary, blind baseline, document level) run, each
+    guarded: one that is skipped or fails is a notice, and the rest is returned.
     """
     from pddkit.provenance import Provenance, known_fingerprint, now
 
@@ -131,9 +137,15 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
     if config.documents and (shots is not None or test_idx is not None):
         _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
-    # the blind baseline needs no model: it runs on an idle core while the model loads and runs
-    blind = (BlindJob.start(dataset, config, test_idx, model_given=model is not None)
-             if dataset.labelled and config.blind else None)
+    # the blind baseline needs no model: it runs on an idle core while the model loads and
+    # runs; on texts it cannot fit (no word at all) it is skipped before it starts
+    blind, blind_skip = None, None
+    if dataset.labelled and config.blind:
+        blind_skip = unfit_reason(dataset)
+        if blind_skip is None:
+            blind = BlindJob.start(dataset, config, test_idx, model_given=model is not None)
+        else:
+            logger.warning(notice(BLIND, "skipped", blind_skip))
     try:
         opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
@@ -152,26 +164,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         results = [_method_result(c, table.scores[c.label], labels, config, test_idx, index)
                    for c in table.calls]
         timings["metrics"] = time.perf_counter() - t0
-        validation = {}
         search = table.extras.get("probe_search")
-        if val_idx is not None:
-            t0 = time.perf_counter()
-            validation = _validate(table, np.asarray(labels), val_idx, test_idx, config, notices)
-            timings["validation"] = time.perf_counter() - t0
-        if blind is not None:
-            t0 = time.perf_counter()
-            found = blind.result(notices)
-            if found is not None:
-                results.append(found)
-            timings["blind_baseline"] = blind.seconds  # its own time (thread, process or inline)
-            timings["blind_baseline_wait"] = time.perf_counter() - t0  # beyond the passes
-        documents = None
-        if config.documents:
-            t0 = time.perf_counter()
-            documents = _document_level(dataset, config, table, results, test_idx)
-            timings["documents"] = time.perf_counter() - t0
-
-        return RunResult(
+        scored = RunResult(
             ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
             config={**asdict(config), "dataset": dataset.name,
                     "methods_resolved": [c.label for c in table.calls]},
@@ -181,15 +175,16 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             splits=None if val_idx is None else tuple(
                 np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
             subsets=subsets if any(x is not None for x in subsets) else None,
-            validation=validation, trail=dict(table.extras.get("trail", {})), documents=documents,
+            trail=dict(table.extras.get("trail", {})),
             neighbors=table.extras.get("neighbor_sets"),
             probe=None if search is None else search.best,
-            probe_validated=None if "probe" not in validation else next(
-                p for p, g in zip(search.probes, search.grid) if g == validation["probe"].chosen),
             # opened: the target's backend, then the reference model's when one loaded
             provenance=Provenance.collect(started, models=table.models, fingerprints=dict(
                 zip(("target", "reference"), map(known_fingerprint, opened)))),
         )
+        # the scores are the caller's (on_scored: the CLI writes them) before anything optional
+        stages = optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip)
+        return run_stages(scored, stages, on_start=on_scored)
     except BaseException:
         if blind is not None:  # nobody will ask for it now
             blind.cancel()
@@ -221,29 +216,6 @@ def _check_documents(dataset: Dataset, config: RunConfig, idx: np.ndarray | None
         raise PddkitError(f"{dataset.name}: document-level metrics need at least 2 member and 2 "
                           f"non-member documents, and {what} form {n1} member and {n0} "
                           "non-member documents")
-
-
-def _document_level(dataset: Dataset, config: RunConfig, table, results, test_idx):
-    """Every method's text scores (the blind baseline's too) -> evaluation.document_level."""
-    from pddkit.evaluation.doc_classifier import DocumentClassifier
-    from pddkit.evaluation.doc_classifier import token_values as values_of
-    from pddkit.evaluation.document_level import document_level
-
-    def token_values(idx: np.ndarray):  # the classifier's inputs (document_level)
-        stats = [table.target[i] for i in idx]
-        if not any(len(st) for st in stats):
-            raise PddkitError("the document classifier reads the target model's token "
-                              "log-probabilities, and this run computed none")
-        if table.log_freq is not None:  # --freq: values normalised by the table
-            return values_of(stats, table.log_freq), None
-        # no table: each fold's frequencies counted on its training documents (the authors')
-        return [st.L.astype(np.float64) for st in stats], [st.ids for st in stats]
-
-    return document_level(
-        {m.label: m.scores for m in results}, [s.group for s in dataset.samples],
-        dataset.labels if dataset.labelled else None, config.documents, evaluated=test_idx,
-        n_bootstrap=config.n_bootstrap, seed=config.seed, token_values=token_values,
-        classifier=DocumentClassifier(features=config.doc_features, seed=config.seed))
 
 
 def _check_reference_source(config: RunConfig) -> None:
@@ -328,39 +300,6 @@ def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset |
     val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed,
                                          groups=[s.group for s in dataset.samples])
     return dataset, val_idx, test_idx
-
-
-def _validate(table: ScoreTable, labels, val_idx, test_idx, config: RunConfig, notices) -> dict:
-    """For each method with a grid: the value chosen on validation, measured on test. The
-    probe's grid is (proxy learning rate, layer); its default is the auxiliary-data choice."""
-    from pddkit.evaluation.validation import validate
-    from pddkit.methods.grid import Padded
-
-    out = {}
-    padded = None
-    search, probe_grid = table.extras.get("probe_search"), table.extras.get("probe_grid")
-    for c in table.calls:
-        if c.label in out:
-            continue
-        if c.spec.name == "probe" and search is not None:
-            if len(search.probes) == 1:
-                notices.append(f"probe: loaded from {config.probe_load}; its layer and proxy "
-                               "learning rate are fixed, so the validation split does not choose them")
-                continue
-            best = search.best
-            out[c.label] = validate("probe", search.grid, probe_grid, labels, val_idx, test_idx,
-                                    config.n_bootstrap, config.seed,
-                                    default={"proxy_lr": best.proxy_lr_, "layer": best.layer_})
-            continue
-        if c.spec.grid is None:
-            continue
-        if not c.spec.grid.per_text:
-            padded = padded or Padded.of(table.target)
-        scores = c.spec.grid.scores(padded, table.log_freq, table.observations,
-                                    c.params)  # [N, G], no forward pass
-        out[c.label] = validate(c.spec.name, c.spec.grid.points(), scores, labels, val_idx,
-                                test_idx, config.n_bootstrap, config.seed)
-    return out
 
 
 def _subset_index(subsets, labels, test_idx: np.ndarray | None,

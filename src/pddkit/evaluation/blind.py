@@ -43,6 +43,7 @@ from pddkit.evaluation.blind_counts import (
     column_totals,
     count_matrix,
     stacked_transform,
+    word_shortage,
 )
 from pddkit.evaluation.blind_features import date_matrix, style_features
 from pddkit.evaluation.blind_folds import folds as _folds
@@ -55,6 +56,8 @@ _NeighbourVote = NeighbourVote  # its former name here
 logger = logging.getLogger(__name__)
 
 MIN_PER_CLASS = 10  # `pddkit blind` refuses fewer texts per class
+TOO_FEW = ("the blind baseline needs at least 2 members and 2 non-members (2 documents of "
+           "each with groups)")  # its folds' least (a run goes on without it)
 
 
 def require_blind_data(labels: Sequence[int | None], name: str,
@@ -74,6 +77,14 @@ def require_blind_data(labels: Sequence[int | None], name: str,
     if min(m, nm) < min_per_class:
         raise PddkitError(f"{name} has {m} members and {nm} non-members: the blind baseline "
                           f"needs at least {min_per_class} of each")
+
+
+def _fit_score(model, X, y, Xt, value) -> np.ndarray:
+    """`model.fit_score`, or zeros (the base model abstains) when the training rows have
+    no feature column: texts whose words all fell in the other folds."""
+    if getattr(X, "ndim", 1) == 2 and X.shape[1] == 0:
+        return np.zeros(Xt.shape[0])
+    return model.fit_score(X, y, Xt, value)
 
 
 class _Features:
@@ -235,6 +246,9 @@ class BlindBaseline:
         return models
 
     def _features(self, texts: list[str]) -> _Features:
+        why = word_shortage(texts)
+        if why is not None:
+            raise PddkitError(why)
         return _Features(texts, self.max_features, word13=bool(self.greedy),
                          citations=self.citations)
 
@@ -282,7 +296,7 @@ class BlindBaseline:
                     make = m.prepare(rows)
                     X, Xt = make(rows), make(sub[ite])
                     for j, v in enumerate(grid):
-                        oof[m.name][j, ite] = m.fit_score(X, y[rows], Xt, v)
+                        oof[m.name][j, ite] = _fit_score(m, X, y[rows], Xt, v)
             Z = []
             for m, grid in models:
                 aucs = [roc_auc_score(ys, s) for s in oof[m.name]]
@@ -304,7 +318,7 @@ class BlindBaseline:
         Z = []
         for m, train, v in fitted:
             make = m.prepare(train)
-            Z.append(m.fit_score(make(train), yt, make(rows), v))
+            Z.append(_fit_score(m, make(train), yt, make(rows), v))
         Z = np.stack(Z, 1)                                                  # [n_rows, models]
         if meta is None:
             return 1.0 / (1.0 + np.exp(-Z.mean(axis=1)))
@@ -366,8 +380,7 @@ class BlindBaseline:
             found = _folds(y[on], None if g is None else g[on], self.n_splits, self.seed)
             folds = None if found is None else [(on[tr], on[te]) for tr, te in found]
         if folds is None:
-            raise PddkitError("the blind baseline needs at least 2 members and 2 non-members "
-                              "(2 documents of each with groups)")
+            raise PddkitError(TOO_FEW)
         feats = self._features(texts)
         self._search(feats, on)
         scores = np.full(n, np.nan)

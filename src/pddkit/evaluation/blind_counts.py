@@ -107,6 +107,21 @@ TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")  # CountVectorizer's default token_patte
 CHUNK_DOCS = 20000  # texts tokenised at once by word_counts
 
 
+def word_shortage(texts: Sequence[str]) -> str | None:
+    """Why the texts cannot carry the baseline's features, or None. Its word n-gram models
+    (TF-IDF, bag of words, neighbour vote) count words of two or more letters or digits
+    (scikit-learn's token pattern); when no text has one (`1 + 2 = 3`), they have nothing
+    to count and the baseline is not fitted. Texts with a word in only some folds are
+    fitted: a base model with no feature in a training part abstains there."""
+    texts = list(texts)
+    if any(TOKEN_RE.search(t) for t in texts):
+        return None
+    example = min(texts, key=len, default="")
+    return (f"none of the {len(texts)} texts has a word of two or more letters or digits "
+            f"(e.g. {example[:40]!r}), and the blind baseline's word n-gram models (TF-IDF, "
+            "bag of words, neighbour vote) need words")
+
+
 def word_counts(texts: Sequence[str], ngram_range: tuple[int, int], lowercase: bool,
                 dtype=np.float64, chunk_docs: int = CHUNK_DOCS) -> sparse.csr_matrix | None:
     """`CountVectorizer(analyzer="word")` counts (default token pattern, no stop words) with

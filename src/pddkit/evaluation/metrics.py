@@ -9,6 +9,7 @@ resample has both classes and none is lost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,22 @@ class Metrics:
         d.update(n_members=self.n_members, n_nonmembers=self.n_nonmembers,
                  n_bootstrap=self.n_bootstrap, bootstrap=BOOTSTRAP_SCHEME)
         return d
+
+
+def false_positives_allowed(fpr: float, n_nonmembers: int) -> int:
+    """How many non-members may score above the threshold of TPR@`fpr` (the largest TPR at
+    FPR <= fpr, FPR being a count over n_nonmembers): floor(fpr x n_nonmembers). Zero below
+    `nonmembers_needed(fpr)`: the TPR is then the share of members scoring above every
+    non-member, set by the single highest-scoring one."""
+    # fpr x n is one rounding of an exact product (relative error 1.1e-16), far inside the
+    # 1e-9 that keeps a product landing on a whole number (0.01 x 100) from flooring below it
+    return math.floor(fpr * n_nonmembers + 1e-9)
+
+
+def nonmembers_needed(fpr: float) -> int:
+    """The fewest non-members with which TPR@`fpr` allows one false positive: ceil(1/fpr)
+    (100 for 1%, 20 for 5%, 10 for 10%)."""
+    return math.ceil(1.0 / fpr - 1e-9)  # 1/0.01 = 100.00000000000001 in floating point
 
 
 def roc_points(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -53,6 +53,9 @@ class RunResult:
     documents: object | None = None
     # pddkit.provenance.Provenance: versions, git commit, device, command line, times
     provenance: object | None = None
+    # the optional stages (engine/stages.py) -> {"status": pending | done | skipped |
+    # failed, "reason" when skipped or failed}
+    stages: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         c = self.counts
@@ -149,6 +152,7 @@ class RunResult:
             "skipped": [{"source": s, "reason": r} for s, r in self.skipped],
             "timings_s": self.timings,
             "notices": list(self.notices),
+            **({"stages": self.stages} if self.stages else {}),
             "blind_baseline": self._blind_dict(),
             **({"subsets": {k: c.to_dict() for k, c in counts.items()}} if counts else {}),
             "methods": {
@@ -168,13 +172,18 @@ class RunResult:
             "provenance": provenance_dict(self.provenance),
         }
 
-    def write(self, out_dir: str | Path) -> Path:
-        """Write results.json, scores.jsonl and the files beside them into `out_dir`."""
+    def write_results(self, out_dir: str | Path) -> Path:
+        """Write results.json alone into `out_dir` (after a stage that changed only it)."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         # default=str: a folder given as a Path (api `cache=Path(...)`) is written as its text
         (out / "results.json").write_text(
             json.dumps(_finite(self.to_dict()), indent=2, default=str) + "\n")
+        return out
+
+    def write(self, out_dir: str | Path) -> Path:
+        """Write results.json, scores.jsonl and the files beside them into `out_dir`."""
+        out = self.write_results(out_dir)
         if self.probe is not None:  # arrays + JSON, reloadable with --probe-load
             self.probe.save(out / "probe")
         if self.probe_validated is not None:

@@ -111,6 +111,14 @@ def truncation(counts: dict) -> list[str]:
     return out
 
 
+def stages_not_done(results: dict) -> list[str]:
+    """One line per optional stage (engine/stages.py) that was skipped or failed, with its
+    reason, from results.json's `stages`."""
+    return [f"{name} {v['status']}: {v.get('reason', '')}"
+            for name, v in (results.get("stages") or {}).items()
+            if v.get("status") in ("skipped", "failed")]
+
+
 def cache_line(counts: dict) -> str | None:
     """Statistics cache hits per pass, or None when the run used no cache."""
     cache = counts.get("cache")
@@ -247,6 +255,10 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     fell = fallbacks(counts)
     if fell:
         blocks.append(Notice(tuple(fell), kind="warn", id="fallbacks", lead="Method fallbacks."))
+    undone = stages_not_done(results)
+    if undone:
+        blocks.append(Notice(tuple(undone), kind="warn", id="stages",
+                             lead="Optional stages not done."))
     blind = results.get("blind_baseline")
     if blind:
         blocks.append(Notice((blind["message"],), kind="warn" if blind["warn"] else "ok",
@@ -270,3 +282,18 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
                          provenance=results.get("provenance")))
     title = title or f"pddkit report: {results['config'].get('dataset', out.name)}"
     return write_page(Page(title, tuple(blocks)), out)
+
+
+def report_stage(out_dir: str | Path, title: str | None = None):
+    """The report as a run's optional stage (engine/stages.py): `stage(result) -> result`
+    writes report.html and report.md (with their plots) from the results folder `out_dir`
+    and records the seconds it took in the result's timings."""
+    def stage(result):
+        import time
+        from dataclasses import replace
+
+        t0 = time.perf_counter()
+        write_report(out_dir, title)
+        return replace(result, timings={**result.timings, "report": time.perf_counter() - t0})
+
+    return stage

@@ -3,8 +3,10 @@ one builder each for the terminal and the report, which differ only in how much 
 
 from __future__ import annotations
 
-from pddkit.evaluation.metrics import FPR_TARGETS
+from pddkit.evaluation.metrics import FPR_TARGETS, false_positives_allowed, nonmembers_needed
 from pddkit.reporting.table import Num, Table, best_cells
+
+FEW = "†"  # marks a TPR@FPR column whose rate allows no false positive with these non-members
 
 
 def params(p: dict) -> str:
@@ -17,7 +19,10 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     report), never the blind baseline, whose row is a baseline row."""
     methods = {k: v["metrics"] for k, v in results["methods"].items() if v["metrics"]}
     keys = ["auc", *[f"tpr@{t:g}" for t in FPR_TARGETS]]
-    tpr = [f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR [95% CI]" for t in FPR_TARGETS]
+    first = next(iter(methods.values()), None)
+    few = () if first is None else few_nonmembers(first["n_nonmembers"])
+    tpr = [(f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR [95% CI]")
+           + (FEW if t in few else "") for t in FPR_TARGETS]
     every = fell_back_on_every_text(results)
     rows = tuple((f"{name} {EVERY_TEXT_MARK}" if name in every else name,
                   *(Num(m[k], tuple(m[k + "_ci"]) if k == "auc" or not terminal else None)
@@ -26,15 +31,22 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     names = list(methods)
     baseline = frozenset(i for i, n in enumerate(names) if n == "blind")
     best = best_cells(rows, range(1, len(keys) + 1), exclude=baseline)
+    blind = ("blind" in methods) and results.get("blind_baseline") is not None
     if terminal:
-        first = next(iter(methods.values()), None)
         notes = () if first is None else (
             f"{first['n_members']} members, {first['n_nonmembers']} non-members; * = best "
-            "detection method in column (blind baseline excluded); CI: "
-            f"{first['n_bootstrap']} bootstrap resamples",)
+            "detection method in column (blind baseline excluded); CI: 95% bootstrap over the "
+            f"texts, {first['n_bootstrap']} resamples"
+            + ("; blind's CI holds its out-of-fold scores fixed, the wider interval of its "
+               "verdict below allows for refitting the classifier too" if blind else ""),)
     else:
         notes = ("▲ best detection method in the column; blind is the model-free baseline, "
-                 "not a detection method. Intervals: 95% percentile bootstrap.",)
+                 "not a detection method. Intervals: 95% percentile bootstrap over the texts"
+                 + ("; blind's holds its out-of-fold scores fixed, and the verdict above "
+                    "gives the wider 95% interval allowing for the classifier's refitting on "
+                    "every fold." if blind else "."),)
+    if few:
+        notes = (*notes, few_nonmembers_note(first["n_nonmembers"], few, terminal))
     notes = (*notes, *inverted_notes(methods), *every_text_notes(results, every, methods))
     return Table(header=("method", "AUC [95% CI]", *tpr), rows=rows,
                  title="" if terminal else "Metrics", best=best,
@@ -60,6 +72,29 @@ def every_text_notes(results: dict, every: set[str], methods: dict) -> tuple[str
         f"was scored by {k}'s formula as written, so this row measures the fallback: "
         + "; ".join(f"{n} {why}" for why, n in reasons.get(k, {}).items())
         for k in methods if k in every)
+
+
+def few_nonmembers(n_nonmembers: int) -> tuple[float, ...]:
+    """The FPR targets at which `n_nonmembers` non-members allow no false positive."""
+    return tuple(t for t in FPR_TARGETS if false_positives_allowed(t, n_nonmembers) == 0)
+
+
+def few_nonmembers_note(n_nonmembers: int, few: tuple[float, ...], terminal: bool) -> str:
+    """The note under a table whose TPR@FPR columns `few` allow no false positive: the
+    rule, and what the numbers shown then are."""
+    def name(t: float) -> str:
+        return f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR"
+
+    def join(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    one = len(few) == 1
+    floors = " = ".join(f"floor({t:.0%} x {n_nonmembers})" for t in few)
+    needed = join([f"{nonmembers_needed(t)}" for t in few])
+    return (f"{FEW} {join([name(t) for t in few])} with {n_nonmembers} non-members: no false "
+            f"positive allowed ({floors} = 0; allowing one takes {needed} non-members), so "
+            f"{'it is' if one else 'each is'} the share of members scoring above the "
+            "highest-scoring non-member.")
 
 
 def inverted_notes(methods: dict) -> tuple[str, ...]:
