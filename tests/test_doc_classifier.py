@@ -178,8 +178,10 @@ def authors_pipeline(values: dict, labels: dict, fold_of: dict, *, features: str
 @pytest.mark.parametrize("with_ids", [False, True])
 def test_cross_validation_is_the_authors_pipeline_with_their_per_fold_auc(features, with_ids):
     # 12 documents, hand-made folds (d % 3: two members and two non-members in each), a weak
-    # signal so that the folds' AUCs differ.
-    rng = np.random.default_rng(7)
+    # signal so that the folds' AUCs differ. Seed 11 draws held-out documents whose feature
+    # equals a split's training value, where the authors' min-max scaling decides the side
+    # (float32 forest): without it the histogram runs' scores differ by up to 0.027.
+    rng = np.random.default_rng(11)
     docs = [f"d{d:02d}" for d in range(12)]
     labels = {g: int(d < 6) for d, g in enumerate(docs)}
     fold_of = {g: d % 3 for d, g in enumerate(docs)}
