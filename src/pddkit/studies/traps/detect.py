@@ -52,6 +52,7 @@ from pddkit.evaluation.metrics import Metrics, compute_metrics
 from pddkit.evaluation.results import _finite
 from pddkit.studies import register_study
 from pddkit.studies.traps.folder import HELD_OUT, TRAP_INFO, TrapFolder, read_folder
+from pddkit.studies.traps.tokenizer_check import check_tokenizer, tokenizer_of
 
 logger = logging.getLogger(__name__)
 
@@ -214,69 +215,6 @@ def evaluation_traps(folder: TrapFolder, where: str) -> tuple[list, dict, dict]:
     return chosen, inserted, counts
 
 
-def _tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: bool,
-                  adapter: str | None = None):
-    """The target's tokenizer (with `adapter`: the one it is loaded with), without loading
-    its weights when it is a name."""
-    if isinstance(target, str):
-        from pddkit.backends.hf_loading import load_tokenizer_view
-
-        return load_tokenizer_view(target, trust_remote_code=trust_remote_code,
-                                   local_files_only=local_files_only, revision=revision,
-                                   adapter=adapter).tokenizer
-    tok = getattr(target, "tokenizer", None)
-    if tok is None:
-        tok = getattr(getattr(target, "lm", None), "tokenizer", None)
-    if tok is None:
-        raise PddkitError(f"`model` {getattr(target, 'name', target)} exposes no tokenizer to "
-                          "check the traps' token lengths with")
-    return tok
-
-
-def check_tokenizer(folder: TrapFolder, traps: list, tokenizer, model_name: str,
-                    where: str, notices: list[str]) -> tuple[dict[str, int], dict]:
-    """(trap id -> its length re-encoded with the target's `tokenizer`, the tokenizer
-    record results.json keeps). Never a refusal: a publisher testing a third party's model
-    tests it with another tokenizer than the traps' (the authors generate with LLaMA-2 and
-    detect in CroissantLLM, decoding with one tokenizer and re-encoding with the other,
-    notebooks/table_2_mia_auc.ipynb). A folder whose manifest names another tokenizer is a
-    notice; traps that re-encode to other lengths are counted in a notice and keep their
-    generated length L (cells stay keyed by it), their count under the target's tokenizer
-    being in scores.jsonl ('tokens')."""
-    from pddkit.cache.fingerprint import tokenizer_digest
-
-    tokens = {t.id: len(tokenizer(t.text, add_special_tokens=False)["input_ids"]) for t in traps}
-    off = [t for t in traps if tokens[t.id] != t.length]
-    want = folder.tokenizer_fingerprint
-    have = tokenizer_digest(tokenizer)
-    made = (folder.manifest.get("tokenizer") or {}).get("name") or folder.manifest.get("model")
-    record = {"generating": made, "generating_fingerprint": want, "target": model_name,
-              "target_fingerprint": have, "same": None if want is None else want == have}
-    example = (f" (e.g. {off[0].id}: {off[0].length} tokens, {tokens[off[0].id]} under "
-               f"{model_name}'s)" if off else "")
-    if record["same"] is False:
-        line = (f"trap folder {where} was generated with another tokenizer "
-                f"({made or 'unnamed'}'s, by its manifest's fingerprint) than {model_name}'s: "
-                "trap lengths are the generating tokenizer's and the cells are keyed by them; "
-                f"{len(off)} of {len(traps)} traps re-encode to other lengths under "
-                f"{model_name}'s tokenizer{example}, each trap's count under it being the "
-                "'tokens' column of scores.jsonl")
-    elif off:
-        line = (f"{len(off)} of {len(traps)} traps re-encode to another length under "
-                f"{model_name}'s tokenizer{example}; they are scored and counted under their "
-                "generated length" + (" (every trap does: a folder from another tokenizer?)"
-                                      if len(off) == len(traps) else ""))
-    else:
-        line = None
-    if want is None:
-        notices.append(f"trap folder {where}: its manifest records no tokenizer fingerprint, "
-                       "so only the traps' re-encoded lengths were checked")
-    if line:
-        logger.warning(line)
-        notices.append(line)
-    return tokens, record
-
-
 UNKNOWN_EPOCHS = ("the epochs the model was trained on the injected documents are not "
                   "given (`epochs`), so the exposures are unknown: a trap inserted R times "
                   "is seen R x epochs times, not R times once the model trained more than "
@@ -385,7 +323,7 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     target = _model(model, tokenizer, "model")
     model_name = _name(target)
     tokens, tok_record = check_tokenizer(
-        folder, traps, _tokenizer_of(target, revision, trust_remote_code, local_files_only,
+        folder, traps, tokenizer_of(target, revision, trust_remote_code, local_files_only,
                                      adapter if isinstance(target, str) else None),
         model_name, where, notices)
     counts["reencoded_other_length"] = sum(tokens[t.id] != t.length for t in traps)
