@@ -230,6 +230,7 @@ def test_generate_inject_detect_end_to_end(tiny_pair, tmp_path, capsys):
                              tmp_path / "inj")
     assert code == 0, err
     assert "inserted 8 of 8 member traps (4 traps x1, 4 traps x4; 20 copies)" in out
+    assert "sees a trap inserted R times R x E times (its exposures)" in out
     injected = read_folder(tmp_path / "inj")
     written = {json.loads(x)["id"]: json.loads(x)["text"]
                for x in (tmp_path / "inj" / "docs.jsonl").read_text().splitlines()}
