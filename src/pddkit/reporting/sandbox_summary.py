@@ -148,8 +148,9 @@ def traps_tables(summary: dict) -> list[Table]:
         held = {c["length"]: c["nonmembers"] for c in t["cells"]}
         epochs = t.get("epochs")
         title = ("Traps: AUC by length x repeats" + (f", {run['name']}" if summary["sweep"] else "")
-                 + (f" (R copies in its carrier, each seen once per epoch: {epochs} epochs, "
-                    f"R x {epochs} exposures)" if epochs else "")
+                 + (f" (R copies in its carrier, each seen once per epoch: {epochs} "
+                    f"epoch{'' if epochs == 1 else 's'}, R x {epochs} exposures)"
+                    if epochs else "")
                  + " (inserted vs held-out traps of the length: "
                  + ", ".join(f"{n} held out of length {L}" for L, n in held.items()) + ")")
         header = ("method", *[f"L={c['length']}, R={c['repeats']}"
