@@ -119,7 +119,7 @@ def methods_table(results: dict) -> Table:
                                      for c in cells)),
                  rows=rows, best=best_cells(rows, range(1, len(cells) + 1)),
                  title="AUC by trap length (L, tokens) x repeats, every method",
-                 notes=("* = best method in the column", *_exp_note(results)),
+                 notes=("* = best method in the column.", *_exp_note(results)),
                  id="methods", css_class="metrics")
 
 
