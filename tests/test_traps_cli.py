@@ -173,7 +173,8 @@ def test_detect_end_to_end(tiny_pair, tmp_path, capsys):
     assert "AUC [95% CI] of ref, inserted vs held-out traps (Table 2 layout)" in out
     assert "Figure 3 layout" in out and "L8 x4" in out
     # no --epochs: the exposures are unknown, said in the table and in a note
-    assert "4 repeats, exposures unknown" in out and "exposures: unknown: --epochs not given" in out
+    assert "4 repeats, exposures unknown" in out
+    assert "exposures: unknown: the epochs were not given" in out
     assert "note: the epochs the model was trained on the injected documents are not given " \
            "(--epochs), so the exposures are unknown" in one_line(out)
     saved = json.loads((tmp_path / "out" / "results.json").read_text())

@@ -60,8 +60,8 @@ def exposures_sentence(results: dict) -> str:
     e = _epochs(results)
     if e is None:
         return ("R repeats: inserted R times into its document; each copy is seen once per "
-                "epoch of training, and the epochs were not given (--epochs), so the "
-                "exposures (R x epochs) are unknown.")
+                "epoch of training, and the epochs were not given, so the exposures "
+                "(R x epochs) are unknown.")
     return (f"R repeats: inserted R times into its document; the model trained {e} "
             f"epoch{'' if e == 1 else 's'} on it, so it saw the trap R x {e} times (its "
             "exposures).")
@@ -168,7 +168,8 @@ def _exposures_line(results: dict) -> str:
     """"12, 48, 192 (repeats x 12 epochs)", or why they are unknown."""
     e = _epochs(results)
     if e is None:
-        return "unknown: --epochs not given (a trap inserted R times is seen R x epochs times)"
+        return ("unknown: the epochs were not given (a trap inserted R times is seen "
+                "R x epochs times)")
     return (", ".join(str(r * e) for r in results["repeats"])
             + f" (repeats x {e} epoch{'' if e == 1 else 's'}: how often each trap was seen)")
 
