@@ -1,4 +1,11 @@
+"""Meeus et al.'s document classifier ("Did the Neurons Read your Book?", arXiv 2310.15007):
+formulas on hand-made values, then the whole cross-validation against a transcription of
+the authors' pipeline (computationalprivacy/document-level-membership-inference, written
+here from their src/normalization.py, feature_extraction.py, meta_classifier.py and
+main.py), with each held-out fold's AUC as they compute it, beside the pooled AUC."""
+
 import math
+from collections import Counter
 from types import SimpleNamespace
 
 import numpy as np
@@ -96,36 +103,150 @@ def test_aggregate_features_separate_too():
         scores[g] for g in groups if not labels[g])
 
 
-def test_each_fold_scored_by_forest_fitted_on_the_other_fold_only():
-    # Refit by hand: fold A's scores equal a forest fitted on fold B alone, with histogram
-    # edges from fold B's values only.
+# --- the authors' pipeline, transcribed ------------------------------------------------
+#
+# Their main.py, fold by fold: token frequencies over the training chunks (with token ids:
+# compute_token_freq.py's count / total, main.py's get_train_token_norm; a token missing
+# from the table gets half the smallest frequency, normalization.py get_norm_val), each
+# token's -log(p / f) (normalize_token_loss), features (feature_extraction.py: np.histogram
+# bins over all training values, each document's density=True histogram; or simple_agg),
+# scale_features (min-max per training column, a constant column 0), their forest
+# (RandomForestClassifier(500, max_depth=5, min_samples_leaf=3); seeded here as pddkit
+# seeds it, theirs is not) and validate_clf's test AUC (roc_auc_score on the held-out chunk).
+
+def _their_features(train: list, test: list, features: str, bins: int):
+    def simple_agg(nlls):
+        return [np.mean(nlls), np.min(nlls), np.max(nlls), np.std(nlls), len(nlls),
+                *(np.percentile(nlls, q) for q in (1, 5, 10, 25, 50, 75, 90, 95, 99))]
+
+    if features == "aggregate":
+        x_train = np.array([simple_agg(v) for v in train])
+        x_test = np.array([simple_agg(v) for v in test])
+    else:
+        everything = []
+        for nlls in train:
+            everything += list(nlls)
+        edges = np.histogram(everything, bins=bins)[1]
+        x_train = np.array([np.histogram(v, edges, density=True)[0] for v in train])
+        x_test = np.array([np.histogram(v, edges, density=True)[0] for v in test])
+    for col in range(x_train.shape[1]):  # scale_features
+        lo, hi = x_train[:, col].min(), x_train[:, col].max()
+        if hi == lo:
+            x_train[:, col], x_test[:, col] = 0.0, 0.0
+        else:
+            x_train[:, col] = (x_train[:, col] - lo) / (hi - lo)
+            x_test[:, col] = (x_test[:, col] - lo) / (hi - lo)
+    return x_train, x_test
+
+
+def authors_pipeline(values: dict, labels: dict, fold_of: dict, *, features: str, bins: int,
+                     trees: int, seed: int, ids: dict | None = None):
+    """(document -> held-out probability, fold -> test AUC): their main.py over the folds
+    of `fold_of`. `values`: document -> per-token values, or log-probabilities L when `ids`
+    (document -> token ids) asks for per-fold frequencies."""
     from sklearn.ensemble import RandomForestClassifier
+    from sklearn.metrics import roc_auc_score
 
-    values, groups, labels = _docs(1.0, n_docs=8)
-    clf = DocumentClassifier(trees=20, bins=10, folds=2, seed=0)
-    folds = clf.fold_assignment(groups, labels)
-    scores = clf.cross_val_scores(values, groups, labels)
-    docs = sorted(set(groups))
-    test = [d for d in docs if folds[d] == 0]
-    train = [d for d in docs if folds[d] != 0]
-    vals = {d: values[groups.index(d)] for d in docs}
-    edges = histogram_edges([vals[d] for d in train], 10)
-    forest = RandomForestClassifier(n_estimators=20, max_depth=5, min_samples_leaf=3,
-                                    random_state=0)
-    forest.fit(histogram_features([vals[d] for d in train], edges), [labels[d] for d in train])
-    expected = forest.predict_proba(histogram_features([vals[d] for d in test], edges))[:, 1]
-    assert [scores[d] for d in test] == pytest.approx(list(expected))
+    scores, aucs = {}, {}
+    for k in sorted(set(fold_of.values())):
+        train = sorted(d for d in values if fold_of[d] != k)
+        test = sorted(d for d in values if fold_of[d] == k)
+        if ids is None:
+            norm = {d: list(values[d]) for d in values}
+        else:
+            count = Counter()
+            for d in train:
+                count.update(int(t) for t in ids[d])
+            total = sum(count.values())
+            freq = {t: c / total for t, c in count.items()}
+            floor = min(freq.values()) / 2.0
+            norm = {d: [-np.log(np.exp(L) / freq.get(int(t), floor))
+                        for L, t in zip(values[d], ids[d])] for d in values}
+        x_train, x_test = _their_features([norm[d] for d in train], [norm[d] for d in test],
+                                          features, bins)
+        forest = RandomForestClassifier(n_estimators=trees, max_depth=5, min_samples_leaf=3,
+                                        random_state=seed)
+        forest.fit(x_train, [labels[d] for d in train])
+        proba = forest.predict_proba(x_test)[:, 1]
+        scores.update(zip(test, proba))
+        aucs[k] = roc_auc_score([labels[d] for d in test], proba)
+    return scores, aucs
 
 
-def test_default_folds_are_the_fold_assignment_and_stratified():
+@pytest.mark.slow
+@pytest.mark.parametrize("features", ["histogram", "aggregate"])
+@pytest.mark.parametrize("with_ids", [False, True])
+def test_cross_validation_is_the_authors_pipeline_with_their_per_fold_auc(features, with_ids):
+    # 12 documents, hand-made folds (d % 3: two members and two non-members in each), a weak
+    # signal so that the folds' AUCs differ. Seed 11 draws held-out documents whose feature
+    # equals a split's training value, where the authors' min-max scaling decides the side
+    # (float32 forest): without it the histogram runs' scores differ by up to 0.027.
+    rng = np.random.default_rng(11)
+    docs = [f"d{d:02d}" for d in range(12)]
+    labels = {g: int(d < 6) for d, g in enumerate(docs)}
+    fold_of = {g: d % 3 for d, g in enumerate(docs)}
+    L = {g: rng.normal(-2.0 + 0.3 * labels[g], 1.0, 30) for g in docs}
+    ids = {g: rng.integers(0, 12, 30) for g in docs} if with_ids else None
+    clf = DocumentClassifier(features=features, bins=20, trees=25, folds=3, seed=0)
+    got = clf.cross_validate([L[g] for g in docs], docs, labels, fold_of=fold_of,
+                             token_ids=None if ids is None else [ids[g] for g in docs])
+    want, want_auc = authors_pipeline(L, labels, fold_of, features=features, bins=20, trees=25,
+                                      seed=0, ids=ids)
+    # The same trees on the same features: a tree's leaf probability is a ratio of counts and
+    # the forest averages 25 of them, so equal splits give equal probabilities up to the
+    # order of that sum (1e-12 is far above its rounding, far below one leaf count's 1/25).
+    # The features themselves differ only in float64 rounding (another order of the same
+    # arithmetic), which moves no split unless it crosses a float32 boundary.
+    assert [got.scores[g] for g in docs] == pytest.approx([want[g] for g in docs], abs=1e-12)
+    assert got.fold_of == fold_of
+    assert [(f.fold, f.members, f.nonmembers) for f in got.folds] == [
+        (0, 2, 2), (1, 2, 2), (2, 2, 2)]
+    # each fold's AUC is a count of the 2 x 2 pairs ranked right, over 4: exact in quarters
+    assert [f.auc for f in got.folds] == [want_auc[k] for k in range(3)]
+    per = got.per_fold()
+    # the mean of three quarters-multiples: exact up to one rounding of the division by 3
+    assert per["auc_mean"] == pytest.approx(np.mean(list(want_auc.values())), abs=1e-15)
+    assert (per["auc_min"], per["auc_max"]) == (min(want_auc.values()), max(want_auc.values()))
+    assert per["folds_with_auc"] == 3
+    assert [f["auc"] for f in per["folds"]] == [want_auc[k] for k in range(3)]
+
+
+def test_a_fold_holding_one_class_has_no_auc_and_is_left_out_of_the_mean():
+    from sklearn.metrics import roc_auc_score
+
+    values, groups, labels = _docs(0.5, n_docs=12, n=30)
+    # fold 0: members d0, d1 only; folds 1 and 2: the other four members and six non-members
+    fold_of = {"d0": 0, "d1": 0, "d2": 1, "d3": 1, "d4": 2, "d5": 2,
+               "d6": 1, "d7": 1, "d8": 1, "d9": 2, "d10": 2, "d11": 2}
+    got = DocumentClassifier(features="aggregate", trees=15, folds=3).cross_validate(
+        values, groups, labels, fold_of=fold_of)
+    assert (got.folds[0].members, got.folds[0].nonmembers, got.folds[0].auc) == (2, 0, None)
+    by_hand = [roc_auc_score([labels[d] for d in fold_of if fold_of[d] == k],
+                             [got.scores[d] for d in fold_of if fold_of[d] == k])
+               for k in (1, 2)]
+    per = got.per_fold()
+    # pair counts over 2 x 3 pairs (exact in sixths), mean of two: one rounding each
+    assert [got.folds[1].auc, got.folds[2].auc] == pytest.approx(by_hand, abs=1e-15)
+    assert per["folds_with_auc"] == 2
+    assert per["auc_mean"] == pytest.approx(np.mean(by_hand), abs=1e-15)
+
+
+def test_default_folds_are_a_seeded_stratified_k_fold_over_sorted_documents():
+    from sklearn.model_selection import StratifiedKFold
+
     values, groups, labels = _docs(1.0, n_docs=10)
-    clf = DocumentClassifier(trees=10, bins=10, folds=5)
-    folds = clf.fold_assignment(groups, labels)
-    assert sorted(set(folds.values())) == [0, 1, 2, 3, 4]
+    clf = DocumentClassifier(features="aggregate", trees=10, folds=5, seed=3)
+    got = clf.cross_validate(values, groups, labels)
+    docs = sorted(groups)  # the documents in string order: d0, d1, ..., d9
+    y = [labels[d] for d in docs]
+    want = {}
+    for k, (_, test) in enumerate(StratifiedKFold(5, shuffle=True, random_state=3).split(
+            np.zeros((10, 1)), y)):
+        want.update({docs[i]: k for i in test})
+    assert got.fold_of == want
     for k in range(5):  # one member and one non-member per fold
-        assert sorted(labels[d] for d in folds if folds[d] == k) == [0, 1]
-    assert clf.cross_val_scores(values, groups, labels) == clf.cross_val_scores(
-        values, groups, labels, fold_of=folds)
+        assert sorted(labels[d] for d in want if want[d] == k) == [0, 1]
+    assert clf.fold_assignment(groups, labels) == want
 
 
 @pytest.mark.parametrize("features", ["histogram", "aggregate"])
@@ -167,29 +288,6 @@ def test_changing_a_scored_document_leaves_its_fold_mates_scores_unchanged(with_
                                      for i, g in zip(ids, groups)]
     after = clf.cross_val_scores(values2, groups, labels, fold_of=folds, token_ids=ids2)
     assert [after[d] for d in scored[1:]] == [before[d] for d in scored[1:]]
-
-
-def test_token_ids_normalise_with_the_training_folds_frequencies():
-    # With token_ids, each fold's values are log f_train(id) - L; recomputed by hand for one
-    # fold with aggregate features (one text per document, ids 0..3).
-    from sklearn.ensemble import RandomForestClassifier
-
-    rng = np.random.default_rng(5)
-    L = [rng.normal(-2.0, 1.0, 15) for _ in range(8)]
-    ids = [rng.integers(0, 4, 15) for _ in range(8)]
-    groups = [f"d{d}" for d in range(8)]
-    labels = {g: int(i < 4) for i, g in enumerate(groups)}
-    clf = DocumentClassifier(features="aggregate", trees=15, folds=2)
-    folds = clf.fold_assignment(groups, labels)
-    scores = clf.cross_val_scores(L, groups, labels, fold_of=folds, token_ids=ids)
-    train = [i for i, g in enumerate(groups) if folds[g] != 0]
-    test = [i for i, g in enumerate(groups) if folds[g] == 0]
-    lf = train_log_freq([ids[i] for i in train], vocab=4)
-    x = aggregate_features([lf[i] - v for i, v in zip(ids, L, strict=True)])
-    forest = RandomForestClassifier(n_estimators=15, max_depth=5, min_samples_leaf=3,
-                                    random_state=0).fit(x[train], [labels[groups[i]] for i in train])
-    assert [scores[groups[i]] for i in test] == pytest.approx(
-        list(forest.predict_proba(x[test])[:, 1]))
 
 
 def test_texts_of_one_document_are_pooled():

@@ -11,7 +11,6 @@ from cli_helpers import run_cli, write_jsonl
 
 from pddkit.errors import PddkitError
 from pddkit.evaluation.document_level import document_level
-from pddkit.evaluation.documents import calibration_split, group_documents, share_threshold
 
 
 def _auc(pos, neg) -> float:
@@ -47,41 +46,73 @@ def test_mean_rows_and_metrics_by_hand_on_the_evaluated_texts_only():
     assert rows[0] == {"group": "d0", "label": 1, "texts": 4, "mean:m": pytest.approx(by_hand["d0"])}
 
 
+def their_tau(scores, labels, n_interpol=500):
+    """The SoK authors' determine_tau (mia_llms_benchmark, document_level/
+    from_seq_to_doc_level.py), transcribed: among n_interpol evenly spaced values between
+    the lowest and highest calibration score, the one whose `score >= tau` has the best
+    accuracy, a later tau winning ties (`acc >= best_acc`)."""
+    best_acc, best_tau = 0.0, None
+    for tau in np.linspace(min(scores), max(scores), n_interpol):
+        acc = np.mean([(s >= tau) == (y == 1) for s, y in zip(scores, labels)])
+        if acc >= best_acc:
+            best_tau, best_acc = tau, acc
+    return best_tau
+
+
 def test_share_rows_fit_on_calibration_and_measure_on_evaluation_by_hand():
     groups, labels, scores = _table(n_docs=16, per=4, seed=1)
     out = document_level({"m": scores}, groups, labels, ["share"], n_bootstrap=0, seed=5)
-    docs = group_documents(groups, labels)
-    calib = calibration_split(docs, 5)
-    assert (out.calibration == calib).all()
-    on = calib[docs.index]
-    tau = share_threshold(scores[on], np.asarray(labels)[on])
+    names = list(dict.fromkeys(groups))
+    assert list(out.docs.names) == names
+    doc_label = {g: lab for g, lab in zip(groups, labels)}
+    calib = out.calibration
+    # the calibration half: half of each label's 8 documents, seeded (another seed, another half)
+    assert [sum(calib[d] for d, n in enumerate(names) if doc_label[n] == lab)
+            for lab in (0, 1)] == [4, 4]
+    again = document_level({"m": scores}, groups, labels, ["share"], n_bootstrap=0, seed=5)
+    other = document_level({"m": scores}, groups, labels, ["share"], n_bootstrap=0, seed=6)
+    assert (again.calibration == calib).all() and (other.calibration != calib).any()
+    in_calib = {n for d, n in enumerate(names) if calib[d]}
+    cal = [i for i, g in enumerate(groups) if g in in_calib]  # the calibration documents' texts
+    tau = their_tau([scores[i] for i in cal], [labels[i] for i in cal])
     row = out.rows[0]
+    # the same 500 grid values (np.linspace on the same min and max) and the same choice
     assert row.threshold == tau
-    for d, name in enumerate(docs.names):
+    for d, name in enumerate(names):
         mine = [s for s, g in zip(scores, groups) if g == name]
         if calib[d]:
             assert np.isnan(row.scores[d])  # a calibration document is never scored
-        else:
-            assert row.scores[d] == pytest.approx(np.mean([s >= tau for s in mine]))
-    ev, y = ~calib, docs.labels
-    assert row.metrics.auc == pytest.approx(_auc(row.scores[ev & (y == 1)], row.scores[ev & (y == 0)]))
-    assert row.metrics.n_members + row.metrics.n_nonmembers == int(ev.sum()) == 8
+        else:  # the authors' apply_tau: the mean of 0/1 predictions; k of 4, exact
+            assert row.scores[d] == np.mean([s >= tau for s in mine])
+    ev = [d for d, n in enumerate(names) if not calib[d]]
+    pos = [row.scores[d] for d in ev if doc_label[names[d]] == 1]
+    neg = [row.scores[d] for d in ev if doc_label[names[d]] == 0]
+    # Mann-Whitney over 4 x 4 pairs: a count over 16, exact in binary
+    assert row.metrics.auc == _auc(pos, neg)
+    assert row.metrics.n_members + row.metrics.n_nonmembers == len(ev) == 8
     assert {r["split"] for r in out.jsonl_rows()} == {"calibration", "evaluation"}
     assert all(r["share:m"] is None for r in out.jsonl_rows() if r["split"] == "calibration")
 
 
 def test_classifier_row_sees_only_the_evaluated_texts():
+    from pddkit.evaluation.doc_classifier import CrossValidated, FoldAUC
+
     groups, labels, scores = _table()
     evaluated = np.arange(10, 60)  # the first two documents are validation texts
     seen = []
 
     class Fake:  # records what it is given; scores a document by its texts' mean value
-        def cross_val_scores(self, values, doc_of, labels_by_group, token_ids=None):
+        def cross_validate(self, values, doc_of, labels_by_group, token_ids=None):
             seen.append((len(values), set(doc_of), token_ids))
             sums: dict = {}
             for v, g in zip(values, doc_of):
                 sums.setdefault(g, []).append(float(v.mean()))
-            return {g: float(np.mean(x)) for g, x in sums.items()}
+            docs = sorted(sums)
+            # two folds by position; fold AUCs made up, to follow them into the row
+            return CrossValidated({g: float(np.mean(x)) for g, x in sums.items()},
+                                  {g: i % 2 for i, g in enumerate(docs)},
+                                  (FoldAUC(0, 3, 2, 0.5 + 0.01 * len(seen)),
+                                   FoldAUC(1, 2, 3, 0.75)))
 
     def token_values(idx):
         return [np.array([scores[i], scores[i]]) for i in idx], None
@@ -99,6 +130,22 @@ def test_classifier_row_sees_only_the_evaluated_texts():
     assert out.rows[1].scores.tolist() == pytest.approx(out.rows[0].scores.tolist())
     assert out.rows[1].params == {"bins": 3}
     assert len(seen) == len(out.rows[1].curve)  # refitted per point; the last is the full fit
+    saved = out.rows[1].to_dict()
+    assert saved["metrics_are"].startswith("pooled out-of-fold")
+    assert saved["per_fold"]["how"].startswith("each fold's documents ranked by the forest")
+    # the full fit was the first call: fold 0's AUC 0.51; mean of 0.51 and 0.75
+    assert saved["per_fold"]["auc_mean"] == pytest.approx(0.63, abs=1e-15)  # (0.51+0.75)/2
+    assert (saved["per_fold"]["auc_min"], saved["per_fold"]["auc_max"]) == (0.51, 0.75)
+    assert [f["members"] for f in saved["per_fold"]["folds"]] == [3, 2]
+    # curve (1, 2, 4, 5 texts): calls 2-4 are the points below 5, the full fit (call 1) last
+    assert [p["texts_per_document"] for p in saved["curve"]] == [1, 2, 4, 5]
+    assert [p["auc_per_fold_mean"] for p in saved["curve"]] == pytest.approx(
+        [(0.52 + 0.75) / 2, (0.53 + 0.75) / 2, (0.54 + 0.75) / 2, (0.51 + 0.75) / 2], abs=1e-15)
+    rows = out.jsonl_rows()
+    sorted_docs = sorted(out.docs.names)
+    assert [r["classifier_fold"] for r in rows] == [sorted_docs.index(r["group"]) % 2
+                                                    for r in rows]
+    assert "mean:m_fold" not in rows[0]
 
 
 def test_unlabelled_gets_the_mean_only_and_bad_tables_are_one_sentence():
@@ -151,8 +198,27 @@ def test_run_documents_end_to_end(toy_world, tmp_path, capsys):
     m = np.array([d["mean:mink"] for d in docs])
     assert doc["rows"]["mean:mink"]["metrics"]["auc"] == pytest.approx(_auc(m[y == 1], m[y == 0]))
     assert doc["rows"]["classifier"]["params"]["features"] == "aggregate"
+    # the classifier's two AUCs from documents.jsonl alone (its scores, folds, labels):
+    # pooled over every document, and per held-out fold as the authors compute it
+    from sklearn.metrics import roc_auc_score
+
+    c = np.array([d["classifier"] for d in docs])
+    fold = np.array([d["classifier_fold"] for d in docs])
+    cl = doc["rows"]["classifier"]
+    # AUCs are pair counts over 12 x 12 pairs (per fold: over a few pairs): a sum of
+    # halves and ones over a power-of-two-free count, so one rounding of the division
+    assert cl["metrics"]["auc"] == pytest.approx(roc_auc_score(y, c), abs=1e-15)
+    assert cl["metrics_are"].startswith("pooled out-of-fold")
+    by_fold = [roc_auc_score(y[fold == k], c[fold == k]) for k in sorted(set(fold))]
+    assert len(by_fold) == 5 and [f["fold"] for f in cl["per_fold"]["folds"]] == [0, 1, 2, 3, 4]
+    assert [f["auc"] for f in cl["per_fold"]["folds"]] == pytest.approx(by_fold, abs=1e-15)
+    assert cl["per_fold"]["auc_mean"] == pytest.approx(np.mean(by_fold), abs=1e-15)
+    assert (cl["per_fold"]["auc_min"], cl["per_fold"]["auc_max"]) == pytest.approx(
+        (min(by_fold), max(by_fold)), abs=1e-15)
+    assert "classifier, pooled" in stdout and "classifier, mean of folds (5)" in stdout
     html = (out / "report.html").read_text()
     assert "Document level" in html and "Document AUC by texts per document" in html
+    assert "mean of folds" in html
     assert "documents_curve.png" in (out / "report.md").read_text()
 
 

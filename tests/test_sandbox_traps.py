@@ -121,6 +121,13 @@ def test_each_inserted_trap_is_in_its_carrier_exactly_r_times_and_the_line_says_
     assert line.endswith("; traps: 8 inserted, each exactly R times (1, 3) in "
                          "train-documents.jsonl; 0 of 8 held-out traps occur in any training, "
                          "reference or tokenizer text")
+    # a run whose traps were evaluated records its epochs: each copy is seen once an epoch,
+    # so with 3 epochs the counts 1 and 3 are seen 3 and 9 times
+    (run / traps.FOLDER / "results.json").write_text(json.dumps({"epochs": 3}))
+    line = ground_truth.verify_sandbox(tmp_path, [run], None, None)["line"]
+    assert line.endswith("; traps: 8 inserted, each exactly R times (1, 3) in "
+                         "train-documents.jsonl, trained 3 epochs: seen R x 3 times (3, 9); 0 of "
+                         "8 held-out traps occur in any training, reference or tokenizer text")
 
 
 @pytest.mark.parametrize("tamper", ["count off", "copy in another document", "held-out trained on",
@@ -248,14 +255,23 @@ def test_a_sandbox_with_traps_detects_traps_repeated_32_times_better_than_once(
     summary = json.loads((out / "summary.json").read_text())
     line = summary["ground_truth"]["line"]
     c = summary["traps"]
+    # 2 epochs (TINY): a trap inserted 1 or 32 times is seen 2 or 64 times
     assert line.endswith(f"; traps: {c['inserted']} inserted, each exactly R times (1, 32) in "
-                         f"train-documents.jsonl; 0 of {c['held_out']} held-out traps occur in "
-                         "any training, reference or tokenizer text")
+                         f"train-documents.jsonl, trained 2 epochs: seen R x 2 times (2, 64); 0 "
+                         f"of {c['held_out']} held-out traps occur in any training, reference "
+                         "or tokenizer text")
     assert c["generated"] == 40 and c["inserted"] >= 16 and c["held_out"] >= 16
     entry = summary["runs"][0]["traps"]
     auc = {cell["repeats"]: cell["auc"]["ref"] for cell in entry["cells"]}
     assert auc[32] > auc[1] and auc[32] >= 0.75, auc
-    assert "Traps: AUC by length x repeats" in printed.out and "L=25, R=32" in printed.out
+    assert entry["epochs"] == 2
+    assert {cell["repeats"]: cell["exposures"] for cell in entry["cells"]} == {1: 2, 32: 64}
+    assert "Traps: AUC by length x repeats" in printed.out
+    assert "L=25, R=32 = 64 exposures" in printed.out and "L=25, R=1 = 2 exposures" in printed.out
+    detected = json.loads((out / entry["dir"] / "results.json").read_text())
+    assert detected["epochs"] == 2 and detected["exposures"] == [2, 64]
+    rows = [json.loads(x) for x in (out / entry["dir"] / "scores.jsonl").read_text().splitlines()]
+    assert {(r["repeats"], r["exposures"]) for r in rows} == {(0, 0), (1, 2), (32, 64)}
     for name in ("traps.jsonl", "manifest.json", "trap-info.jsonl", "injection.json",
                  "results.json", "scores.jsonl", "report.html"):
         assert (out / entry["dir"] / name).is_file(), name

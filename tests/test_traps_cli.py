@@ -5,6 +5,7 @@ loads, `pddkit list` naming the three steps, and end to end on tiny models."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from cli_helpers import run_cli
@@ -62,6 +63,15 @@ def test_generate_refuses_bad_options_before_the_model_loads(tmp_path, capsys, e
     assert "Traceback" not in err
 
 
+def test_detect_refuses_epochs_below_one_before_any_model_loads(tmp_path, capsys):
+    folder = build_folder(None).write(tmp_path / "inj")
+    code, _, err = run_cli(capsys, "traps", "detect", "--model", NO_MODEL, "--traps", folder,
+                           "--epochs", "0", "--output", tmp_path / "out")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "--epochs is the number of passes the model made over the injected documents" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_detect_refuses_a_folder_never_injected(tmp_path, capsys):
     folder = build_folder(None, inject=False).write(tmp_path / "gen")
     code, _, err = run_cli(capsys, "traps", "detect", "--model", NO_MODEL, "--traps", folder,
@@ -69,13 +79,38 @@ def test_detect_refuses_a_folder_never_injected(tmp_path, capsys):
     assert code == 1 and "inject them first" in err and len(err.strip().splitlines()) == 1
 
 
-def test_shared_helpers_have_one_copy():
-    import pddkit.cli.traps as cli_traps
-    from pddkit.evaluation import results
-    from pddkit.studies.traps import detect, generate, inject
+def test_undefined_scores_are_null_in_strict_json_and_the_report_rebuilds(tmp_path, capsys):
+    """A trap whose score is undefined (NaN) is written as null, results.json and
+    scores.jsonl are strict JSON (no NaN token), its method's cell has no AUC and says why,
+    and `pddkit report` rebuilds the page from the folder alone, showing that cell as
+    missing beside the other method's AUC (by hand: every member above every non-member)."""
+    from pddkit.studies.traps.detect import TrapScore, TrapsResult, table_cells
 
-    assert inject._digest is generate._digest and detect._finite is results._finite
-    assert not hasattr(cli_traps, "whole_numbers")  # cli/options.py's, beside floats
+    def strict(text):
+        def refuse(token):
+            raise AssertionError(f"non-standard JSON token {token}")
+        return json.loads(text, parse_constant=refuse)
+
+    traps = [TrapScore(f"t{k}", 25, 4 if k < 5 else 0, 0, 10.0, int(k < 5), None, 25,
+                       {"a": float(10 - k), "b": math.nan if k == 7 else float(k)}, None)
+             for k in range(10)]
+    table, by_bucket = table_cells(traps, ("a", "b"), n_bootstrap=0, seed=0)
+    result = TrapsResult(tuple(traps), ("a", "b"), table, by_bucket,
+                         config={"traps": "hand", "model": "m", "ref_model": None},
+                         models={}, counts={"inserted": 5, "held_out": 5},
+                         notices=("hand-made",))
+    out = result.write(tmp_path / "out", report=False)
+    saved = strict((out / "results.json").read_text())
+    rows = [strict(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    assert rows[7]["b"] is None and rows[7]["a"] == 3.0
+    [cell] = saved["table"]
+    assert cell["metrics"]["a"]["auc"] == 1.0  # scores 10..6 against 5..1
+    assert cell["metrics"]["b"] is None and cell["reasons"]["b"] == "1 traps have no finite b score"
+    assert saved["epochs"] is None and cell["exposures"] is None
+    code, _, err = run_cli(capsys, "report", out)
+    assert code == 0, err
+    html = (out / "report.html").read_text()
+    assert "4 repeats, exposures unknown" in html and "1.000" in html
 
 
 def hand_inject_inputs(tmp_path, rows_without_text=()):
@@ -137,12 +172,18 @@ def test_detect_end_to_end(tiny_pair, tmp_path, capsys):
     assert code == 0, err
     assert "AUC [95% CI] of ref, inserted vs held-out traps (Table 2 layout)" in out
     assert "Figure 3 layout" in out and "L8 x4" in out
+    # no --epochs: the exposures are unknown, said in the table and in a note
+    assert "4 repeats, exposures unknown" in out
+    assert "exposures: unknown: the epochs were not given" in out
+    assert "note: the epochs the model was trained on the injected documents are not given " \
+           "(--epochs), so the exposures are unknown" in one_line(out)
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     rows = [json.loads(x) for x in (tmp_path / "out" / "scores.jsonl").read_text().splitlines()]
     cell = next(c for c in saved["table"] if (c["length"], c["repeats"]) == (8, 4))
     pos = [r["ref"] for r in rows if r["label"] == 1 and r["length"] == 8 and r["repeats"] == 4]
     neg = [r["ref"] for r in rows if r["label"] == 0 and r["length"] == 8]
-    assert cell["metrics"]["ref"]["auc"] == pytest.approx(hand_auc(pos, neg))
+    # pairs ranked right over 6 x 12 pairs against pddkit's trapezoid sum: < 100 roundings
+    assert cell["metrics"]["ref"]["auc"] == pytest.approx(hand_auc(pos, neg), abs=1e-13)
     assert saved["configuration"]["n_bootstrap"] == 50
     # the report rebuilds from results.json alone
     (tmp_path / "out" / "report.html").unlink()
@@ -151,6 +192,15 @@ def test_detect_end_to_end(tiny_pair, tmp_path, capsys):
     # the same --output again: refused, one sentence naming --overwrite
     code, _, err = run_cli(capsys, *args)
     assert code == 1 and "--overwrite" in err
+    # --epochs 12 stated: a trap inserted 1 or 4 times was seen 12 or 48 times
+    code, out, err = run_cli(capsys, *args[:-1], tmp_path / "out12", "--epochs", "12")
+    assert code == 0, err
+    assert "1 repeat = 12 exposures" in out and "4 repeats = 48 exposures" in out
+    assert "exposures: 12, 48 (repeats x 12 epochs" in out and "L8 x4 (48 exp.)" in out
+    assert "exposures are unknown" not in out
+    saved = json.loads((tmp_path / "out12" / "results.json").read_text())
+    assert saved["epochs"] == 12 and saved["exposures"] == [12, 48]
+    assert saved["configuration"]["epochs"] == 12
 
 
 @pytest.mark.slow
@@ -181,6 +231,7 @@ def test_generate_inject_detect_end_to_end(tiny_pair, tmp_path, capsys):
                              tmp_path / "inj")
     assert code == 0, err
     assert "inserted 8 of 8 member traps (4 traps x1, 4 traps x4; 20 copies)" in out
+    assert "sees a trap inserted R times R x E times (its exposures)" in out
     injected = read_folder(tmp_path / "inj")
     written = {json.loads(x)["id"]: json.loads(x)["text"]
                for x in (tmp_path / "inj" / "docs.jsonl").read_text().splitlines()}

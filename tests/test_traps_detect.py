@@ -1,14 +1,16 @@
 """`traps detect` (Meeus et al. 2024, copyright traps): hand-built trap folders, per-cell
-AUC recomputed by hand from scores.jsonl (Table 2: inserted traps of (L, R) against every
-held-out trap of length L; Figure 3: of (L, R, bucket) against held-out traps of (L,
-bucket)), a folder from another tokenizer scored with a notice, and the refusals
-(never injected, inconsistent trap-info, a malformed folder)."""
+AUC by hand (Table 2: inserted traps of (L, R) against every held-out trap of length L;
+Figure 3: of (L, R, bucket) against held-out traps of (L, bucket)), scores and the paper's
+ratio attack from a plain forward pass, exposures (repeats x stated epochs), a folder from
+another tokenizer scored with a notice, and the refusals (never injected, inconsistent
+trap-info, a malformed folder)."""
 
 from __future__ import annotations
 
 import json
 import math
 import random
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -101,18 +103,20 @@ def test_cells_pair_each_repeat_count_with_the_held_out_traps_of_its_length():
             rows.append({"id": f"{L}-{k}", "length": L, "repeats": (1, 10, 100)[k % 3] * label,
                          "bucket": k % 2, "label": label, "m": float(rng.normal(label * L / 50))})
     table, by_bucket = table_cells(_scores(rows), ("m",), n_bootstrap=200, seed=0)
+    # AUC = pairs ranked right over 6 x 12 pairs; pddkit sums trapezoids instead, which
+    # differ by the rounding of < 100 additions of terms <= 1: below 1e-13
     assert [(c.length, c.repeats) for c in table] == [(L, r) for L in (25, 50) for r in (1, 10, 100)]
     for c in table:
         pos = [r["m"] for r in rows if r["label"] and (r["length"], r["repeats"]) == (c.length, c.repeats)]
         neg = [r["m"] for r in rows if not r["label"] and r["length"] == c.length]
         assert (c.n_members, c.n_nonmembers) == (6, 12)
-        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg))
+        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg), abs=1e-13)
         assert c.ci and c.metrics["m"].n_bootstrap == 200
     for c in by_bucket:
         pos = [r["m"] for r in rows if r["label"] and (r["length"], r["repeats"], r["bucket"])
                == (c.length, c.repeats, c.bucket)]
         neg = [r["m"] for r in rows if not r["label"] and (r["length"], r["bucket"]) == (c.length, c.bucket)]
-        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg))
+        assert c.metrics["m"].auc == pytest.approx(hand_auc(pos, neg), abs=1e-13)
         assert (c.n_members, c.n_nonmembers) == (3, 6)
         assert not c.ci and c.metrics["m"].n_bootstrap == 0  # 3 < CI_MIN_PER_CLASS
     assert CI_MIN_PER_CLASS > 3
@@ -174,6 +178,10 @@ def test_a_folder_from_another_tokenizer_is_scored_with_a_notice(tiny_pair, tmp_
     out = result.write(tmp_path / "out", report=False)
     saved = json.loads((out / "results.json").read_text())
     assert saved["tokenizer"]["same"] is False and saved["tokenizer"]["generating"] == "words"
+    # no epochs given: exposures unknown, said, never guessed
+    assert saved["epochs"] is None and saved["exposures"] is None
+    assert all(c["exposures"] is None for c in saved["table"] + saved["by_bucket"])
+    assert any("so the exposures are unknown" in n for n in saved["notices"])
     assert saved["counts"]["reencoded_other_length"] == 3
     [note] = [n for n in saved["notices"] if "another tokenizer" in n]
     assert "(words's, by its manifest's fingerprint)" in note
@@ -200,38 +208,100 @@ def test_a_folder_from_another_tokenizer_is_scored_with_a_notice(tiny_pair, tmp_
     assert [(c.length, c.repeats) for c in result.table] == [(L, r) for L in (5, 9) for r in (1, 4)]
 
 
+def forward_mean_logprob(model_dir, texts) -> list[float]:
+    """A plain forward pass per text, as the paper scores a trap: the start token (<|endoftext|>,
+    id 0, the tokenizer's BOS) then the text's ids; the mean over the text's tokens of
+    log p(token | everything before it)."""
+    import torch
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
+    out = []
+    for text in texts:
+        ids = [tok.bos_token_id, *tok(text, add_special_tokens=False)["input_ids"]]
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0].double()  # [n + 1, V]
+        logp = torch.log_softmax(logits, dim=-1)
+        out.append(float(np.mean([logp[i - 1, ids[i]].item() for i in range(1, len(ids))])))
+    return out
+
+
 @pytest.mark.slow
-def test_detect_end_to_end_cells_recomputed_from_scores_jsonl(tiny_pair, tmp_path, caplog):
+def test_detect_end_to_end_against_a_plain_forward_pass(tiny_pair, tmp_path):
     tok, target, ref = tiny_pair
     f = build_folder(tok)
     # one trap no longer re-encodes to its length: kept, counted, warned
     traps = (replace(f.traps[0], text=f.traps[0].text + " fox"), *f.traps[1:])
     path = TrapFolder(traps, f.manifest, f.insertions, f.injection).write(tmp_path / "injected")
-    result = detect_traps(path, str(target), ref_model=str(ref), device="cpu", n_bootstrap=100)
+    result = detect_traps(path, str(target), ref_model=str(ref), device="cpu", n_bootstrap=100,
+                          epochs=3)
     out = result.write(tmp_path / "out")
     assert "ref" in result.methods and result.primary == "ref"
     assert result.counts["reencoded_other_length"] == 1
     assert any("1 of 48 traps re-encode to another length" in n for n in result.notices)
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert len(rows) == 48 and {r["id"] for r in rows} == {t.id for t in f.traps}
+    by_id = {r["id"]: r for r in rows}
+    # build_folder: members alternate with held-out traps, repeats 1, 4 in turn
+    repeats = {i.trap_id: i.repeats for i in f.insertions}
     assert sum(r["label"] for r in rows) == 24
-    assert all((r["repeats"] == 0) == (r["label"] == 0) for r in rows)
+    for t in traps:
+        r = by_id[t.id]
+        assert (r["label"], r["repeats"]) == (int(t.id in repeats), repeats.get(t.id, 0))
+        assert r["exposures"] == 3 * repeats.get(t.id, 0)  # 3 epochs: 3 or 12, held out 0
+    # The paper's attack, from a plain forward pass: the ratio of the target's perplexity to
+    # the reference's, exp(-mean L_target) / exp(-mean L_ref); pddkit's `ref` is minus its
+    # log, mean L_target - mean L_ref, and `loss` is mean L_target. Both passes run float32
+    # weights; each L_i is a log-softmax over 300 logits of size O(1), so a batched and a
+    # single evaluation differ by at most ~300 x 1.2e-7 ~ 4e-5 per token: 1e-4 covers it.
+    lt = forward_mean_logprob(target, [t.text for t in traps])
+    lr = forward_mean_logprob(ref, [t.text for t in traps])
+    for t, a, b in zip(traps, lt, lr):
+        assert by_id[t.id]["loss"] == pytest.approx(a, abs=1e-4)
+        assert by_id[t.id]["ref"] == pytest.approx(a - b, abs=1e-4)
+    ratio = {t.id: math.exp(-a) / math.exp(-b) for t, a, b in zip(traps, lt, lr)}
     saved = json.loads((out / "results.json").read_text())
     assert saved["study"] == "traps detect" and saved["lengths"] == [4, 8]
     assert saved["repeats"] == [1, 4] and saved["buckets"] == [0, 1, 2]
+    assert saved["epochs"] == 3 and saved["exposures"] == [3, 12]
+    assert not any("exposures are unknown" in n for n in saved["notices"])
     for cell in saved["table"] + saved["by_bucket"]:
-        here = [r for r in rows if r["length"] == cell["length"]
-                and cell["bucket"] in (None, r["bucket"])]
-        pos = [r for r in here if r["label"] == 1 and r["repeats"] == cell["repeats"]]
-        neg = [r for r in here if r["label"] == 0]
+        assert cell["exposures"] == 3 * cell["repeats"]
+        here = [t for t in traps if t.length == cell["length"]
+                and cell["bucket"] in (None, t.bucket)]
+        pos = [t.id for t in here if repeats.get(t.id) == cell["repeats"]]
+        neg = [t.id for t in here if t.id not in repeats]
         assert (cell["n_members"], cell["n_nonmembers"]) == (len(pos), len(neg))
-        for m in saved["methods"]:
-            want = hand_auc([r[m] for r in pos], [r[m] for r in neg])
-            assert cell["metrics"][m]["auc"] == pytest.approx(want), (cell, m)
-    # ref is the paper's ratio attack: mean log-prob under target minus under reference
-    assert saved["primary_method"] == "ref"
+        # Table 2 / Figure 3 cells: a member has a lower ratio; AUC over the forward pass's
+        # ratios (no two of them closer than 1e-4, so the ranking is pddkit's too). An AUC is
+        # a count of pairs (halves for ties) over at most 6 x 12 pairs; pddkit sums it as
+        # trapezoids, so the two differ by the rounding of < 100 additions of terms <= 1:
+        # under 100 x 1.1e-16, hence 1e-13.
+        want = hand_auc([-ratio[i] for i in pos], [-ratio[i] for i in neg])
+        assert cell["metrics"]["ref"]["auc"] == pytest.approx(want, abs=1e-13), cell
+        want = hand_auc([by_id[i]["loss"] for i in pos], [by_id[i]["loss"] for i in neg])
+        assert cell["metrics"]["loss"]["auc"] == pytest.approx(want, abs=1e-13)
+    assert min(abs(x - y) for i, x in enumerate(ratio.values())
+               for j, y in enumerate(ratio.values()) if i < j) > 1e-4
     html = (out / "report.html").read_text()
     assert "Table 2 layout" in html and "Figure 3 layout" in html and "[1, 2)" in html
+    assert "1 repeat = 3 exposures" in html and "4 repeats = 12 exposures" in html
+
+
+def test_exposures_are_repeats_times_the_stated_epochs_and_never_guessed():
+    rows = [{"id": f"{k}", "length": 25, "repeats": (0, 1, 10, 100)[k % 4], "bucket": 0,
+             "label": int(k % 4 > 0), "m": float(k)} for k in range(40)]
+    table, by_bucket = table_cells(_scores(rows), ("m",), n_bootstrap=0, seed=0, epochs=12)
+    assert [(c.repeats, c.exposures) for c in table] == [(1, 12), (10, 120), (100, 1200)]
+    assert [(c.repeats, c.exposures) for c in by_bucket] == [(1, 12), (10, 120), (100, 1200)]
+    assert [c.to_dict()["exposures"] for c in table] == [12, 120, 1200]
+    table, _ = table_cells(_scores(rows), ("m",), n_bootstrap=0, seed=0)  # epochs unknown
+    assert [c.exposures for c in table] == [None, None, None]
+    for bad in (0, -2, 1.5, True, "12"):
+        with pytest.raises(PddkitError, match=re.escape("a whole number of at least 1 (leave "
+                                                        "it out if unknown)")):
+            detect_traps(build_folder(None), "/nonexistent/model/dir", epochs=bad)
 
 
 @pytest.mark.parametrize("name, line, field, value, sentence", [

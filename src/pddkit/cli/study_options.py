@@ -153,6 +153,10 @@ TRAPS_DETECT_OPTIONS = [
         help="all, or name[:k=v,...] separated by commas (see `pddkit list`)."),
     click.option("--freq", type=click.Path(), default=None,
         help="Frequency table for `dcpdd` (from `pddkit freq build`)."),
+    click.option("--epochs", type=int, default=None,
+        help="Epochs --model was trained on the injected documents, if known: a trap inserted "
+        "R times was then seen R x epochs times (its exposures, shown beside R). Left out, "
+        "the exposures are reported as unknown."),
     click.option("--bootstrap", "n_bootstrap", default=1000, show_default=True, type=int,
         help="Bootstrap resamples for the confidence intervals."),
     *STUDY_OUTPUT_OPTIONS,

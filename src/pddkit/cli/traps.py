@@ -136,24 +136,28 @@ def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenize
                + ")"
                + (f"; {c['not_inserted']} member traps left out so every repeat count gets "
                   "as many" if c["not_inserted"] else ""))
+    click.echo("a model trained E epochs on these documents sees a trap inserted R times "
+               "R x E times (its exposures): give `pddkit traps detect --epochs E` when known")
     click.echo(f"documents: {written}, trap folder: {out}")
 
 
 @traps.command(short_help="Inserted vs held-out traps: AUC per length x repeats x perplexity.")
 @options.apply(study_options.TRAPS_DETECT_OPTIONS)
-def detect(model, ref_model, traps, methods, freq, n_bootstrap, seed, output, overwrite, cache,
-           batch_size, max_length, device, dtype, trust_remote_code, local_files_only,
+def detect(model, ref_model, traps, methods, freq, epochs, n_bootstrap, seed, output, overwrite,
+           cache, batch_size, max_length, device, dtype, trust_remote_code, local_files_only,
            revision, adapter) -> None:
     """Score every trap of an injected trap folder under --model (and --ref-model for the
     paper's `ref`) with every method, and give the AUC of inserted against held-out traps
-    per length x repeats (Meeus et al. 2024, Table 2) and per perplexity bucket."""
+    per length x repeats (Meeus et al. 2024, Table 2) and per perplexity bucket; with
+    --epochs, each repeat count's exposures (repeats x epochs)."""
     from pddkit import output_dir
     from pddkit.reporting.traps_report import terminal_lines
-    from pddkit.studies.traps.detect import detect_traps
+    from pddkit.studies.traps.detect import check_epochs, detect_traps
 
+    check_epochs(epochs)  # before the output folder is made
     out = output_dir.prepare(output, overwrite)  # before any model loads
     result = detect_traps(traps, model, ref_model=ref_model, freq=freq, methods=methods,
-                          n_bootstrap=n_bootstrap, seed=seed, cache=cache,
+                          epochs=epochs, n_bootstrap=n_bootstrap, seed=seed, cache=cache,
                           batch_size=batch_size, max_length=max_length, device=device,
                           dtype=dtype, revision=revision, adapter=adapter,
                           trust_remote_code=trust_remote_code, local_files_only=local_files_only)

@@ -13,11 +13,24 @@ config/books_128_token_freq_norm_{hist,agg}.ini, their RatioNormTF setup):
   the training range fall out, as in np.histogram) - or aggregate statistics
   (`features="aggregate"`, their `simple_agg`): mean, min, max, std (ddof 0), count and the
   1, 5, 10, 25, 50, 75, 90, 95, 99th percentiles (linear interpolation);
+- each feature column min-max scaled with the training documents' min and max (a column
+  constant there: 0), as their scale_features (src/meta_classifier.py:41-52). Not a no-op
+  for the forest: it stores features as float32, so a held-out document whose value equals
+  a split's training value (frequent with histogram densities, counts over a bin width) can
+  fall on the other side without it;
 - a random forest of 500 trees, max_depth 5, min_samples_leaf 3, scikit-learn's other
   defaults; 5 folds balanced by label (their 5 chunks of equally many members and
   non-members): train on 4, score the held-out one. Everything fitted - the frequency table
   when counted from the documents (`token_ids`), the histogram edges, the forest - sees the
   training folds only, so no document is ever scored by anything fitted with it.
+
+AUC, two ways, both kept (`cross_validate`): the authors compute one AUC per held-out chunk,
+the forest of that fold ranking that chunk's documents (src/meta_classifier.py:28,
+`validate_clf`'s test_auc, kept per fold by main.py:93-126, `results_per_fold[i]`); pddkit
+gives their mean and range over the folds (`CrossValidated.per_fold`). The pooled out-of-fold AUC ranks
+every document's probability together, though each comes from another forest (five forests
+whose probabilities need not share a scale); it is what the document table's metrics and
+bootstrap intervals are computed on, labelled as pooled wherever it is shown.
 
 Where pddkit differs from the authors' code, and why:
 - frequency table given (`token_values(stats, log_freq)`): pddkit's table (shared with
@@ -30,9 +43,6 @@ Where pddkit differs from the authors' code, and why:
 - folds: seeded StratifiedKFold over documents (or a given `fold_of`) instead of their
   pre-drawn chunk files, and fewer folds with a warning when a class has fewer than 5
   documents; the forest is seeded (theirs is unseeded), so scores are reproducible;
-- no min-max scaling of the features before the forest: they scale each column with the
-  training folds' min and max, a per-column increasing affine map that leaves every split of
-  a random forest unchanged (a column constant on the training folds is never split on);
 - a document with no value inside the training range gets an all-zero histogram (numpy would
   give 0/0 = NaN, which their forest cannot take); their non-finite per-token values become
   1e-5, as here (with a warning);
@@ -109,6 +119,66 @@ def aggregate_features(values: Sequence[np.ndarray]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)  # [D, 14]
 
 
+def scale_features(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """([D_train, F], [D_test, F]) with each column mapped by (x - min) / (max - min) of its
+    training values; a column constant on the training documents is 0 in both."""
+    lo, hi = x_train.min(axis=0), x_train.max(axis=0)  # [F] each
+    span = hi - lo  # [F]
+    flat = span == 0
+    span = np.where(flat, 1.0, span)
+    return (np.where(flat, 0.0, (x_train - lo) / span),  # [D_train, F]
+            np.where(flat, 0.0, (x_test - lo) / span))  # [D_test, F]
+
+
+@dataclass(frozen=True)
+class FoldAUC:
+    """One held-out fold: its documents of each class and the AUC of its own forest's
+    probabilities over them (None when the fold holds one class only)."""
+
+    fold: int
+    members: int
+    nonmembers: int
+    auc: float | None
+
+
+@dataclass(frozen=True)
+class CrossValidated:
+    """What `cross_validate` returns: each document's out-of-fold probability of "member",
+    the fold it was held out in, and each fold's AUC (the authors' evaluation)."""
+
+    scores: dict[str, float]  # document -> probability from the forest of its held-out fold
+    fold_of: dict[str, int]  # document -> its fold
+    folds: tuple[FoldAUC, ...]  # in fold order
+
+    @property
+    def fold_aucs(self) -> list[float]:
+        """The AUCs of the folds that hold both classes."""
+        return [f.auc for f in self.folds if f.auc is not None]
+
+    def per_fold(self) -> dict:
+        """results.json's per-fold block: mean, min and max of the fold AUCs, and each fold."""
+        a = self.fold_aucs
+        return {"auc_mean": float(np.mean(a)) if a else None,
+                "auc_min": min(a) if a else None, "auc_max": max(a) if a else None,
+                "folds_with_auc": len(a),
+                "folds": [{"fold": f.fold, "members": f.members, "nonmembers": f.nonmembers,
+                           "auc": f.auc} for f in self.folds]}
+
+
+def fold_aucs(scores: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[FoldAUC, ...]:
+    """Per fold k (sorted), the AUC of `scores` [D] against `y` [D] over the documents with
+    fold == k: the authors' AUC of one held-out chunk."""
+    from pddkit.evaluation.metrics import compute_metrics
+
+    out = []
+    for k in np.unique(fold):
+        on = fold == k  # [D]
+        n1, n0 = int((y[on] == 1).sum()), int((y[on] == 0).sum())
+        auc = (compute_metrics(scores[on], y[on], n_bootstrap=0).auc if n1 and n0 else None)
+        out.append(FoldAUC(int(k), n1, n0, auc))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class DocumentClassifier:
     """Random forest over per-document features; out-of-fold member probability per document.
@@ -156,7 +226,17 @@ class DocumentClassifier:
                          labels_by_group: Mapping[str, int], *,
                          fold_of: Mapping[str, int] | None = None,
                          token_ids: Sequence[np.ndarray] | None = None) -> dict[str, float]:
-        """Out-of-fold probability of "member" for every document.
+        """Out-of-fold probability of "member" for every document (`cross_validate`'s
+        scores; its arguments)."""
+        return self.cross_validate(token_values, groups, labels_by_group, fold_of=fold_of,
+                                   token_ids=token_ids).scores
+
+    def cross_validate(self, token_values: Sequence[np.ndarray], groups: Sequence[str],
+                       labels_by_group: Mapping[str, int], *,
+                       fold_of: Mapping[str, int] | None = None,
+                       token_ids: Sequence[np.ndarray] | None = None) -> CrossValidated:
+        """Out-of-fold probability of "member" for every document, its fold, and each
+        fold's AUC.
 
         `token_values`: per text, [n_i] values (from `token_values(stats, log_freq)`), or, when
         `token_ids` is given, the texts' [n_i] log-probabilities L, normalised per fold with
@@ -195,15 +275,18 @@ class DocumentClassifier:
             scores[test] = forest.predict_proba(x_test)[:, 1]  # x_test: [D_k, F]
         logger.info("document classifier: %d documents, %d folds, %s features", len(docs),
                     len(np.unique(fold)), self.features)
-        return {d: float(s) for d, s in zip(docs, scores, strict=True)}
+        return CrossValidated({d: float(s) for d, s in zip(docs, scores, strict=True)},
+                              {d: int(k) for d, k in zip(docs, fold, strict=True)},
+                              fold_aucs(scores, y, fold))
 
     def _features(self, train: list[np.ndarray],
                   test: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """([D_train, F], [D_test, F]); histogram edges from the training documents only."""
+        """([D_train, F], [D_test, F]), min-max scaled with the training documents' columns;
+        histogram edges from the training documents only."""
         if self.features == "aggregate":
-            return aggregate_features(train), aggregate_features(test)
+            return scale_features(aggregate_features(train), aggregate_features(test))
         edges = histogram_edges(train, self.bins)  # [bins + 1]
-        return histogram_features(train, edges), histogram_features(test, edges)
+        return scale_features(histogram_features(train, edges), histogram_features(test, edges))
 
     @staticmethod
     def _labels(docs: list[str], labels_by_group: Mapping[str, int]) -> np.ndarray:

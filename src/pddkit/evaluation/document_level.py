@@ -10,14 +10,17 @@ Aggregations (any of them, in one run):
   (metrics).
 - `classifier` (Meeus et al. 2024, "Did the Neurons Read your Book?", arXiv 2310.15007):
   one row, a random forest over the documents' normalised token probabilities,
-  cross-validated by document (evaluation/doc_classifier.py).
+  cross-validated by document (evaluation/doc_classifier.py). Its metrics are the pooled
+  out-of-fold ones (every document's probability ranked together); beside them, `per_fold`
+  holds each held-out fold's AUC with their mean and range, as the authors evaluate, and
+  documents.jsonl each document's fold.
 
 The evaluated documents are those of the texts the text-level metrics are on (the test
 part when validating: a validation split keeps each document on one side). Rows are keyed
 "mean:<method>", "share:<method>" and "classifier". The curve (the SoK's x axis: 1, 2, 4,
 ... texts per document, a seeded random subset of each document's texts) recomputes each
 row's document scores from the subset: `mean` and `share` with the same threshold,
-`classifier` refitted on the subsets' tokens."""
+`classifier` refitted on the subsets' tokens (pooled AUC, and the mean of its folds' AUCs)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from pddkit.errors import PddkitError
+from pddkit.evaluation.doc_classifier import CrossValidated
 from pddkit.evaluation.documents import (
     Documents,
     group_documents,
@@ -42,6 +46,10 @@ from pddkit.evaluation.metrics import Metrics, compute_metrics
 logger = logging.getLogger(__name__)
 
 AGGREGATIONS = ("mean", "share", "classifier")
+POOLED = ("pooled out-of-fold: every document's probability, each from the forest of the fold "
+          "it was held out of, ranked together")
+PER_FOLD = ("each fold's documents ranked by the forest fitted without them, one AUC per fold "
+            "(the authors' evaluation); mean, lowest and highest over the folds")
 DOC_FEATURES = ("histogram", "aggregate")  # doc_classifier.DocumentClassifier.features
 
 
@@ -58,12 +66,20 @@ class DocumentRow:
     curve: tuple[tuple[int, float], ...] = ()  # (texts per document, document AUC)
     threshold: float | None = None  # share: tau fitted on the calibration half
     params: dict = field(default_factory=dict)
+    folds: CrossValidated | None = None  # classifier: each document's fold, each fold's AUC
+    curve_fold_mean: tuple[float | None, ...] = ()  # classifier: per curve point, mean fold AUC
 
     def to_dict(self) -> dict:
-        return {"method": self.method, "aggregation": self.aggregation, "params": self.params,
-                "threshold": self.threshold, "documents": int(self.evaluated.sum()),
-                "metrics": None if self.metrics is None else self.metrics.to_dict(),
-                "curve": [{"texts_per_document": k, "auc": a} for k, a in self.curve]}
+        out = {"method": self.method, "aggregation": self.aggregation, "params": self.params,
+               "threshold": self.threshold, "documents": int(self.evaluated.sum()),
+               "metrics": None if self.metrics is None else self.metrics.to_dict(),
+               "curve": [{"texts_per_document": k, "auc": a} for k, a in self.curve]}
+        if self.folds is not None:
+            out["metrics_are"] = POOLED
+            out["per_fold"] = {**self.folds.per_fold(), "how": PER_FOLD}
+            for point, m in zip(out["curve"], self.curve_fold_mean, strict=True):
+                point["auc_per_fold_mean"] = m
+        return out
 
 
 @dataclass(frozen=True)
@@ -108,6 +124,8 @@ class DocumentLevel:
             for r in self.rows:
                 s = float(r.scores[d])
                 row[r.label] = s if np.isfinite(s) else None
+                if r.folds is not None:  # the fold whose forest scored it
+                    row[f"{r.label}_fold"] = r.folds.fold_of.get(name)
             out.append(row)
         return out
 
@@ -195,19 +213,28 @@ def document_level(method_scores: dict[str, np.ndarray], groups: Sequence[str | 
         by_name = {n: int(lab) for n, lab in zip(docs.names, y)}
         names = list(docs.names)
 
+        fits: list[CrossValidated] = []  # every fit, in order: all texts, then each curve point
+
         def classify(keep: np.ndarray) -> np.ndarray:
             chosen = np.flatnonzero(keep)
-            got = classifier.cross_val_scores(
+            fits.append(classifier.cross_validate(
                 [values[i] for i in chosen], [names[docs.index[i]] for i in chosen], by_name,
-                token_ids=None if ids is None else [ids[i] for i in chosen])
-            return np.array([got[n] for n in names])
+                token_ids=None if ids is None else [ids[i] for i in chosen]))
+            return np.array([fits[-1].scores[n] for n in names])
 
         doc_s = classify(np.ones(len(idx), dtype=bool))
+        curve_pts = auc_curve(classify, doc_s, everything)  # refits at each k below the last
+        # the curve's points in order: fits[1:] for k below the last step, the full fit last
+        means = tuple(_mean_or_none(f.fold_aucs) for f in [*fits[1:], fits[0]][:len(curve_pts)])
         rows.append(DocumentRow("classifier", "classifier", "classifier", doc_s, everything,
-                                metrics_on(doc_s, everything),
-                                auc_curve(classify, doc_s, everything),
-                                params=asdict(classifier)))
+                                metrics_on(doc_s, everything), curve_pts,
+                                params=asdict(classifier), folds=fits[0],
+                                curve_fold_mean=means if curve_pts else ()))
     return DocumentLevel(docs, tuple(rows), aggregations, calib, seed)
+
+
+def _mean_or_none(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
 
 
 def _kept(docs: Documents, keep: np.ndarray) -> Documents:

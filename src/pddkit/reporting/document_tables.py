@@ -6,12 +6,38 @@ LLMs are Rushing Nowhere (and How to Fix It)", arXiv 2406.17975)."""
 from __future__ import annotations
 
 from pddkit.evaluation.metrics import FPR_TARGETS
-from pddkit.reporting.table import Num, Table, best_cells
+from pddkit.reporting.table import Num, Table, best_cells, fmt
 
 _HOW = {"mean": "mean of its texts' scores",
         "share": "share of its texts at or above a threshold fitted on the calibration half",
         "classifier": "random forest over its normalised token probabilities, scored by the "
                       "forest of the fold it was held out of"}
+POOLED, PER_FOLD = "pooled", "mean of folds"  # the classifier's two AUCs, as the tables name them
+
+
+def _folds(r: dict) -> int:
+    return len((r.get("per_fold") or {}).get("folds") or [])
+
+
+def _range(lo: float | None, hi: float | None) -> str:
+    return "" if lo is None or hi is None else f" (range {fmt(lo)}-{fmt(hi)})"
+
+
+def _classifier_notes(doc: dict) -> list[str]:
+    """How the classifier's two AUCs are made, with each fold's AUC."""
+    out = []
+    for r in doc["rows"].values():
+        pf = r.get("per_fold")
+        if not pf:
+            continue
+        each = ", ".join(f"{fmt(f['auc'])} ({f['members']}+{f['nonmembers']})"
+                         for f in pf["folds"])
+        out.append(f"classifier, {POOLED}: the out-of-fold probabilities of its {_folds(r)} "
+                   "forests ranked together (bootstrap interval over documents); "
+                   f"{PER_FOLD}: each held-out fold's AUC under the forest fitted without it, "
+                   f"as the authors evaluate, averaged (range: lowest and highest fold). Per "
+                   f"fold (members+non-members): {each}.")
+    return out
 
 
 def _summary(doc: dict) -> str:
@@ -33,16 +59,22 @@ def documents_table(results: dict, terminal: bool = False) -> Table | None:
     doc = results.get("documents")
     if not doc or not any(r["metrics"] for r in doc["rows"].values()):
         return None
-    rows, baseline = [], set()
-    for i, r in enumerate(doc["rows"].values()):
+    rows, baseline, per_fold = [], set(), set()
+    for r in doc["rows"].values():
         m = r["metrics"]
         tprs = [Num(m[f"tpr@{t:g}"], None if terminal else tuple(m[f"tpr@{t:g}_ci"]))
                 for t in FPR_TARGETS]
+        pf = r.get("per_fold")
         text = Num(None) if r["aggregation"] == "classifier" else _text_auc(results, r["method"])
-        rows.append((r["aggregation"], r["method"], text, Num(m["auc"], tuple(m["auc_ci"])),
-                     *tprs, str(r["documents"])))
         if r["method"] == "blind":
-            baseline.add(i)
+            baseline.add(len(rows))
+        rows.append((r["aggregation"], f"{r['method']}, {POOLED}" if pf else r["method"], text,
+                     Num(m["auc"], tuple(m["auc_ci"])), *tprs, str(r["documents"])))
+        if pf:  # the authors' AUC: per held-out fold, averaged; no TPR or interval per fold
+            per_fold.add(len(rows))
+            rows.append((r["aggregation"], f"{r['method']}, {PER_FOLD} ({_folds(r)})", Num(None),
+                         Num(pf["auc_mean"], suffix=_range(pf["auc_min"], pf["auc_max"])),
+                         *(Num(None) for _ in FPR_TARGETS), str(r["documents"])))
     tpr = [f"TPR@{t:.0%}FPR" if terminal else f"TPR@{t:.0%} FPR [95% CI]" for t in FPR_TARGETS]
     notes = [f"{_summary(doc)}."]
     for agg in doc["aggregations"]:
@@ -50,6 +82,7 @@ def documents_table(results: dict, terminal: bool = False) -> Table | None:
     if "calibration_documents" in doc:
         notes.append(f"share: thresholds fitted on {doc['calibration_documents']} calibration "
                      f"documents, metrics on the other {doc['evaluation_documents']}.")
+    notes += _classifier_notes(doc)
     notes.append("text AUC: the same method over single texts (all evaluated texts, for share "
                  "rows too, whose document AUC is on the evaluation half only). "
                  + ("* = best detection row in column (blind excluded)." if terminal else
@@ -58,7 +91,8 @@ def documents_table(results: dict, terminal: bool = False) -> Table | None:
     return Table(header=("aggregation", "method", "text AUC",
                          "doc AUC [95% CI]", *tpr, "documents"),
                  rows=tuple(rows), title="Document level" + (":" if terminal else ""),
-                 best=best_cells(rows, range(2, 4 + len(FPR_TARGETS)), exclude=baseline),
+                 best=best_cells(rows, range(2, 4 + len(FPR_TARGETS)),
+                                 exclude=baseline | per_fold),
                  mark="*" if terminal else " ▲", baseline=frozenset(baseline),
                  notes=tuple(notes), id="documents")
 
@@ -71,12 +105,26 @@ def curve_table(results: dict, terminal: bool = False) -> Table | None:
     if not rows_in:
         return None
     ks = [p["texts_per_document"] for p in rows_in[0]["curve"]]
-    rows = tuple((r["aggregation"], r["method"], *(Num(p["auc"]) for p in r["curve"]))
-                 for r in rows_in)
-    baseline = frozenset(i for i, r in enumerate(rows_in) if r["method"] == "blind")
+    rows, base, folds = [], set(), set()
+    for r in rows_in:
+        pooled = "auc_per_fold_mean" in r["curve"][0]
+        if r["method"] == "blind":
+            base.add(len(rows))
+        rows.append((r["aggregation"], f"{r['method']}, {POOLED}" if pooled else r["method"],
+                     *(Num(p["auc"]) for p in r["curve"])))
+        if pooled:
+            folds.add(len(rows))
+            rows.append((r["aggregation"], f"{r['method']}, {PER_FOLD}",
+                         *(Num(p["auc_per_fold_mean"]) for p in r["curve"])))
+    rows = tuple(rows)
+    baseline = frozenset(base)
+    notes = ("Each document scored from a seeded random subset of k of its texts "
+             "(all of them when it has fewer); no intervals.",)
+    if folds:
+        notes += (f"classifier: {POOLED} = AUC of the out-of-fold probabilities ranked "
+                  f"together; {PER_FOLD} = mean of each held-out fold's AUC (the authors').",)
     return Table(header=("aggregation", "method", *(f"{k} text{'s' if k > 1 else ''}" for k in ks)),
                  rows=rows, title="Document AUC by texts per document" + (":" if terminal else ""),
-                 best=best_cells(rows, range(2, 2 + len(ks)), exclude=baseline),
+                 best=best_cells(rows, range(2, 2 + len(ks)), exclude=baseline | folds),
                  mark="*" if terminal else " ▲", baseline=baseline,
-                 notes=("Each document scored from a seeded random subset of k of its texts "
-                        "(all of them when it has fewer); no intervals.",), id="documents-curve")
+                 notes=notes, id="documents-curve")

@@ -146,11 +146,18 @@ def traps_tables(summary: dict) -> list[Table]:
             continue
         cells = {f"{c['length']}x{c['repeats']}": c for c in t["cells"]}
         held = {c["length"]: c["nonmembers"] for c in t["cells"]}
+        epochs = t.get("epochs")
         title = ("Traps: AUC by length x repeats" + (f", {run['name']}" if summary["sweep"] else "")
+                 + (f" (R copies in its carrier, each seen once per epoch: {epochs} "
+                    f"epoch{'' if epochs == 1 else 's'}, R x {epochs} exposures)"
+                    if epochs else "")
                  + " (inserted vs held-out traps of the length: "
                  + ", ".join(f"{n} held out of length {L}" for L, n in held.items()) + ")")
-        header = ("method", *[f"L={c['length']}, R={c['repeats']} ({c['members']})"
-                              for c in cells.values()])
+        header = ("method", *[f"L={c['length']}, R={c['repeats']}"
+                              + (f" = {c['exposures']} exposure"
+                                 + ("" if c["exposures"] == 1 else "s") if c.get("exposures")
+                                 else "")
+                              + f" ({c['members']})" for c in cells.values()])
         out.append(_table(title, header, t["methods"], list(cells), lambda k, m, cells=cells: Num(
             cells[k]["auc"][m], None if summary["sweep"] or not cells[k]["auc_ci"][m]
             else tuple(cells[k]["auc_ci"][m]))))
@@ -166,7 +173,8 @@ def traps_note(summary: dict) -> str | None:
     return (f"Traps: {c['generated']} generated with the reference model, {c['dropped']} dropped "
             f"for sharing text with the corpus or another trap; {c['inserted']} inserted ({per}), "
             f"each into its own carrier document (joined from {c['carrier_documents']} unused "
-            f"corpus documents, trained on once per epoch), {c['held_out']} held out.")
+            f"corpus documents, trained on once per epoch, so a trap inserted R times is seen "
+            f"R x epochs times), {c['held_out']} held out.")
 
 
 def ground_truth_line(summary: dict) -> str | None:

@@ -9,9 +9,11 @@ import numpy as np
 from pddkit.reporting.plots import _plt, _png, method_styles
 
 
-def auc_by_repeats_png(repeats: list[int], series: dict[str, list], method: str) -> bytes:
+def auc_by_repeats_png(repeats: list[int], series: dict[str, list], method: str,
+                       epochs: int | None = None) -> bytes:
     """`series`: line label -> per repeat count (auc, low, high) or None (no AUC there);
-    intervals as whiskers where there are some."""
+    intervals as whiskers where there are some. With `epochs`, each tick also gives the
+    exposures (repeats x epochs)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     pos = np.arange(len(repeats))
@@ -24,14 +26,19 @@ def auc_by_repeats_png(repeats: list[int], series: dict[str, list], method: str)
             if v is not None and v[0] is not None and v[1] is not None:
                 ax.plot([p, p], [v[1], v[2]], color=styles[name]["color"], linewidth=1.0)
     ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
-    ax.set_xticks(pos, [str(r) for r in repeats])
+    if epochs is None:
+        ax.set_xticks(pos, [str(r) for r in repeats])
+        ax.set_xlabel("times each trap was inserted (exposures unknown: epochs not given)")
+    else:
+        ax.set_xticks(pos, [f"{r}\n({r * epochs})" for r in repeats])
+        ax.set_xlabel("times each trap was inserted (in brackets: times seen, x "
+                      f"{epochs} epoch{'' if epochs == 1 else 's'})")
     ax.set_ylim(0, 1)
-    ax.set_xlabel("times each trap was inserted")
     ax.set_ylabel("AUC (95% interval where shown)")
     ax.set_title(f"{method}: inserted vs held-out traps, by trap length")
     ax.legend(fontsize=8, loc="upper left", frameon=False)
     ax.grid(alpha=0.3)
-    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.13, top=0.92)
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.17, top=0.92)
     return _png(fig, tight=False)
 
 

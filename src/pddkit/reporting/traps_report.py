@@ -35,8 +35,43 @@ def _auc(cell: dict, method: str, ci: bool) -> Num:
     return Num(m["auc"], tuple(m["auc_ci"]) if ci and cell["ci"] else None)
 
 
-def _repeats(r: int) -> str:
-    return f"{r} repeat" + ("" if r == 1 else "s")
+def _epochs(results: dict) -> int | None:
+    """The epochs the model trained on the injected documents; None when not given (and in
+    a results.json written before they were recorded)."""
+    return results.get("epochs")
+
+
+def _repeats(r: int, epochs: int | None) -> str:
+    """A repeat count with its exposures: "4 repeats = 48 exposures" (12 epochs), or
+    "4 repeats, exposures unknown"."""
+    head = f"{r} repeat" + ("" if r == 1 else "s")
+    if epochs is None:
+        return head + ", exposures unknown"
+    return head + f" = {r * epochs} exposure" + ("" if r * epochs == 1 else "s")
+
+
+def _cell_name(length: int, repeats: int, epochs: int | None) -> str:
+    """"L25 x4 (48 exp.)": length, repeats and exposures; "L25 x4" when unknown."""
+    return f"L{length} x{repeats}" + ("" if epochs is None else f" ({repeats * epochs} exp.)")
+
+
+def exposures_sentence(results: dict) -> str:
+    """What a repeat count means in exposures, under the Table 2 layout."""
+    e = _epochs(results)
+    if e is None:
+        return ("R repeats: inserted R times into its document; each copy is seen once per "
+                "epoch of training, and the epochs were not given, so the exposures "
+                "(R x epochs) are unknown.")
+    return (f"R repeats: inserted R times into its document; the model trained {e} "
+            f"epoch{'' if e == 1 else 's'} on it, so it saw the trap R x {e} times (its "
+            "exposures).")
+
+
+def _exp_note(results: dict) -> tuple[str, ...]:
+    """The note under a table whose rows or columns are named _cell_name."""
+    e = _epochs(results)
+    return (() if e is None else
+            (f"xR: inserted R times; exp. = exposures, R x {e} epoch{'' if e == 1 else 's'}.",))
 
 
 def bucket_names(results: dict) -> dict[int, str]:
@@ -62,13 +97,14 @@ def paper_table(results: dict, method: str) -> Table:
     cells = {(c["length"], c["repeats"]): c for c in results["table"]}
     rows = tuple((f"{L} tokens", *(_auc(cells[L, r], method, ci=True) if (L, r) in cells
                                    else "" for r in repeats)) for L in lengths)
+    epochs = _epochs(results)
     counts = "; ".join(f"{c['length']}x{c['repeats']}: {c['n_members']} vs {c['n_nonmembers']}"
                        for c in results["table"])
     notes = (f"inserted traps of a length and repeat count against every held-out trap of "
              f"that length (all perplexity buckets); traps inserted vs held out per cell: "
              f"{counts}. Intervals where each class has at least "
-             f"{results['ci_min_per_class']} traps.",)
-    return Table(header=("trap length", *map(_repeats, repeats)), rows=rows,
+             f"{results['ci_min_per_class']} traps.", exposures_sentence(results))
+    return Table(header=("trap length", *(_repeats(r, epochs) for r in repeats)), rows=rows,
                  title=f"AUC [95% CI] of {method}, inserted vs held-out traps (Table 2 layout)",
                  notes=notes, id=f"table2-{method}", css_class="metrics")
 
@@ -78,10 +114,13 @@ def methods_table(results: dict) -> Table:
     per-method tables and results.json); the best method of each cell marked."""
     cells = results["table"]
     rows = tuple((m, *(_auc(c, m, ci=False) for c in cells)) for m in results["methods"])
-    return Table(header=("method", *(f"L{c['length']} x{c['repeats']}" for c in cells)),
+    epochs = _epochs(results)
+    return Table(header=("method", *(_cell_name(c["length"], c["repeats"], epochs)
+                                     for c in cells)),
                  rows=rows, best=best_cells(rows, range(1, len(cells) + 1)),
                  title="AUC by trap length (L, tokens) x repeats, every method",
-                 notes=("* = best method in the column",), id="methods", css_class="metrics")
+                 notes=("* = best method in the column.", *_exp_note(results)),
+                 id="methods", css_class="metrics")
 
 
 def bucket_table(results: dict, method: str) -> Table:
@@ -92,7 +131,7 @@ def bucket_table(results: dict, method: str) -> Table:
     by = {(c["length"], c["repeats"], c["bucket"]): c for c in results["by_bucket"]}
     rows = []
     for c in results["table"]:
-        row = [f"L{c['length']} x{c['repeats']}"]
+        row = [_cell_name(c["length"], c["repeats"], _epochs(results))]
         for b in buckets:
             cell = by.get((c["length"], c["repeats"], b))
             if cell is None:
@@ -107,7 +146,7 @@ def bucket_table(results: dict, method: str) -> Table:
                  title=f"AUC of {method} by perplexity bucket (Figure 3 layout)",
                  notes=("(inserted/held-out traps in the cell): inserted traps of the row's "
                         "length, repeat count and bucket against held-out traps of the same "
-                        "length and bucket.",))
+                        "length and bucket.", *_exp_note(results)))
 
 
 def summary_lines(results: dict) -> tuple[tuple[str, str], ...]:
@@ -119,8 +158,20 @@ def summary_lines(results: dict) -> tuple[tuple[str, str], ...]:
                          if n.get("not_inserted") else "")),
             ("lengths", ", ".join(f"{L} tokens" for L in results["lengths"])
                         + _other_tokenizer(results.get("tokenizer") or {}, n)),
-            ("repeats", ", ".join(str(r) for r in results["repeats"])),
+            ("repeats", ", ".join(str(r) for r in results["repeats"])
+                        + " (copies of a trap in its document)"),
+            ("exposures", _exposures_line(results)),
             ("methods", ", ".join(results["methods"])))
+
+
+def _exposures_line(results: dict) -> str:
+    """"12, 48, 192 (repeats x 12 epochs)", or why they are unknown."""
+    e = _epochs(results)
+    if e is None:
+        return ("unknown: the epochs were not given (a trap inserted R times is seen "
+                "R x epochs times)")
+    return (", ".join(str(r * e) for r in results["repeats"])
+            + f" (repeats x {e} epoch{'' if e == 1 else 's'}: how often each trap was seen)")
 
 
 def _other_tokenizer(tok: dict, counts: dict) -> str:
@@ -164,8 +215,8 @@ def _series(results: dict, method: str):
             cell = by.get((c["length"], c["repeats"], b))
             m = None if cell is None else _metric(cell, method)
             ys.append(None if m is None else m["auc"])
-        bucket_lines[f"L{c['length']} x{c['repeats']}"] = ys
-    return (auc_by_repeats_png(results["repeats"], lines, method),
+        bucket_lines[_cell_name(c["length"], c["repeats"], _epochs(results))] = ys
+    return (auc_by_repeats_png(results["repeats"], lines, method, _epochs(results)),
             auc_by_bucket_png([names[b] for b in results["buckets"]], bucket_lines, method))
 
 

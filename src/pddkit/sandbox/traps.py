@@ -240,7 +240,7 @@ def evaluate(cfg, out: Path, run_dir: Path, lm, ref_lm, device: str) -> dict:
     needs = needs_of(methods)  # the sandbox's reference model and table: given if used
     result = detect_traps(folder, lm, ref_model=ref_lm if Need.REFERENCE in needs else None,
                           freq=str(out / "freq.npz") if Need.FREQUENCY in needs else None,
-                          methods=methods, n_bootstrap=cfg.n_bootstrap,
+                          methods=methods, epochs=cfg.epochs, n_bootstrap=cfg.n_bootstrap,
                           seed=cfg.seed, device=device, batch_size=32)
     result.write(folder)
 
@@ -248,12 +248,14 @@ def evaluate(cfg, out: Path, run_dir: Path, lm, ref_lm, device: str) -> dict:
         lo, hi = m.auc_ci.low, m.auc_ci.high
         return [lo, hi] if math.isfinite(lo) and math.isfinite(hi) else None
 
-    cells = [{"length": c.length, "repeats": c.repeats, "members": c.n_members,
+    cells = [{"length": c.length, "repeats": c.repeats, "exposures": c.exposures,
+              "members": c.n_members,
               "nonmembers": c.n_nonmembers,
               "auc": {k: None if m is None else m.auc for k, m in c.metrics.items()},
               "auc_ci": {k: None if m is None else ci(m) for k, m in c.metrics.items()}}
              for c in result.table]
     return {"dir": folder.relative_to(out).as_posix(), "methods": list(result.methods),
+            "epochs": cfg.epochs,
             "inserted": result.counts["inserted"], "held_out": result.counts["held_out"],
             "cells": cells, "notices": list(result.notices)}
 
@@ -269,6 +271,7 @@ class TrapCheck:
     evaluated: int  # inserted + held out
     reference_shared: int  # occur in, or share a run with, the reference pool / tokenizer texts
     outside_source: int  # not the generated trap (OUTPUT/traps) with this id, text and role
+    epochs: int | None = None  # the run's epochs (RUN/traps/results.json): copies seen once each
 
     @property
     def failures(self) -> list[str]:
@@ -290,8 +293,11 @@ class TrapCheck:
         return out
 
     def sentence(self, tokenizer_texts: bool = True) -> str:
+        seen = ("" if self.epochs is None else
+                f", trained {self.epochs} epoch{'' if self.epochs == 1 else 's'}: seen R x "
+                f"{self.epochs} times ({', '.join(str(r * self.epochs) for r in self.repeats)})")
         return (f"{self.inserted} inserted, each exactly R times "
-                f"({', '.join(map(str, self.repeats))}) in train-documents.jsonl; "
+                f"({', '.join(map(str, self.repeats))}) in train-documents.jsonl{seen}; "
                 f"{self.held_out_in_training} of {self.held_out} held-out traps occur in any "
                 "training" + (", reference or tokenizer" if tokenizer_texts else " or reference")
                 + " text")
@@ -333,10 +339,12 @@ def verify(out: Path, run_dir: Path, train: list[dict], ref_texts: list[str],
         else:
             n["h"] += 1
             n["hs"] += copies > 0 or not grams.isdisjoint(train_grams)
+    results = run_dir / FOLDER / "results.json"  # traps detect's, written by `evaluate`
+    epochs = json.loads(results.read_text()).get("epochs") if results.is_file() else None
     check = TrapCheck(run=run_dir.name, inserted=n["i"], inserted_counted=n["ic"],
                       repeats=tuple(sorted({i.repeats for i in folder.insertions})),
                       held_out=n["h"], held_out_in_training=n["hs"], evaluated=n["e"],
-                      reference_shared=n["rs"], outside_source=n["out"])
+                      reference_shared=n["rs"], outside_source=n["out"], epochs=epochs)
     if check.failures:
         raise PddkitError(f"ground truth check failed for {run_dir / FOLDER}: "
                           + "; ".join(check.failures))

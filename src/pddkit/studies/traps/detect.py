@@ -24,6 +24,12 @@ scores a trap from its second token on; pddkit's statistics pass prepends a star
 (BOS, else EOS) and scores every token. 95% intervals (stratified bootstrap) are
 given where each class of a cell has at least CI_MIN_PER_CLASS traps; the paper gives none.
 
+Exposures: a trap inserted R times into a document is seen R times per pass over that
+document, so R x E times by a model trained E epochs on it (the sandbox trains 12 by
+default). The paper's repetitions (Table 2) are copies per document, as `repeats` here.
+`epochs` states E: every cell and scores.jsonl then give the exposures R x E; without it
+they are null in results.json and a notice says they are unknown, never guessed.
+
 The target may have another tokenizer than the model that generated the traps: the
 authors generate with LLaMA-2 and detect in CroissantLLM, decoding with one tokenizer and
 re-encoding with the other (table_2_mia_auc.ipynb), as a publisher testing a third party's
@@ -46,6 +52,7 @@ from pddkit.evaluation.metrics import Metrics, compute_metrics
 from pddkit.evaluation.results import _finite
 from pddkit.studies import register_study
 from pddkit.studies.traps.folder import HELD_OUT, TRAP_INFO, TrapFolder, read_folder
+from pddkit.studies.traps.tokenizer_check import check_tokenizer, tokenizer_of
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +80,7 @@ class TrapScore:
     document: str | None  # the document it was inserted into
     tokens: int  # its length when re-encoded with the target model's tokenizer
     scores: dict[str, float]  # method label -> score, higher = member
+    exposures: int | None = None  # repeats x epochs; 0 held out; None: epochs unknown
 
 
 @dataclass(frozen=True)
@@ -88,14 +96,15 @@ class Cell:
     n_nonmembers: int
     metrics: dict[str, Metrics | None]
     reasons: dict[str, str] = field(default_factory=dict)  # method label -> why no AUC
+    exposures: int | None = None  # repeats x epochs the model trained; None: epochs unknown
 
     @property
     def ci(self) -> bool:
         return min(self.n_members, self.n_nonmembers) >= CI_MIN_PER_CLASS
 
     def to_dict(self) -> dict:
-        return {"length": self.length, "repeats": self.repeats, "bucket": self.bucket,
-                "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
+        return {"length": self.length, "repeats": self.repeats, "exposures": self.exposures,
+                "bucket": self.bucket, "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
                 "ci": self.ci,
                 "metrics": {k: None if m is None else m.to_dict() for k, m in self.metrics.items()},
                 "reasons": dict(self.reasons)}
@@ -116,6 +125,7 @@ class TrapsResult:
     timings: dict = field(default_factory=dict)
     tokenizer: dict = field(default_factory=dict)  # generating vs target tokenizer (check_tokenizer)
     provenance: dict | None = None  # pddkit.provenance.Provenance.to_dict()
+    epochs: int | None = None  # passes of the model over the injected documents; None: unknown
 
     @property
     def primary(self) -> str:
@@ -139,6 +149,9 @@ class TrapsResult:
             "methods": list(self.methods), "primary_method": self.primary,
             "lengths": sorted({c.length for c in self.table}),
             "repeats": sorted({c.repeats for c in self.table}),
+            "epochs": self.epochs,
+            "exposures": None if self.epochs is None
+            else sorted({c.repeats * self.epochs for c in self.table}),
             "buckets": sorted({c.bucket for c in self.by_bucket}),
             "table": [c.to_dict() for c in self.table],
             "by_bucket": [c.to_dict() for c in self.by_bucket],
@@ -156,7 +169,8 @@ class TrapsResult:
         (out / "results.json").write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         with (out / "scores.jsonl").open("w", encoding="utf-8") as fh:
             for t in self.traps:
-                row = {"id": t.id, "length": t.length, "repeats": t.repeats, "bucket": t.bucket,
+                row = {"id": t.id, "length": t.length, "repeats": t.repeats,
+                       "exposures": t.exposures, "bucket": t.bucket,
                        "perplexity": t.perplexity, "label": t.label, "document": t.document,
                        "tokens": t.tokens}
                 row.update({k: _finite(v) for k, v in t.scores.items()})
@@ -201,88 +215,50 @@ def evaluation_traps(folder: TrapFolder, where: str) -> tuple[list, dict, dict]:
     return chosen, inserted, counts
 
 
-def _tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: bool,
-                  adapter: str | None = None):
-    """The target's tokenizer (with `adapter`: the one it is loaded with), without loading
-    its weights when it is a name."""
-    if isinstance(target, str):
-        from pddkit.backends.hf_loading import load_tokenizer_view
-
-        return load_tokenizer_view(target, trust_remote_code=trust_remote_code,
-                                   local_files_only=local_files_only, revision=revision,
-                                   adapter=adapter).tokenizer
-    tok = getattr(target, "tokenizer", None)
-    if tok is None:
-        tok = getattr(getattr(target, "lm", None), "tokenizer", None)
-    if tok is None:
-        raise PddkitError(f"`model` {getattr(target, 'name', target)} exposes no tokenizer to "
-                          "check the traps' token lengths with")
-    return tok
+UNKNOWN_EPOCHS = ("the epochs the model was trained on the injected documents are not "
+                  "given (`epochs`), so the exposures are unknown: a trap inserted R times "
+                  "is seen R x epochs times, not R times once the model trained more than "
+                  "one epoch")
 
 
-def check_tokenizer(folder: TrapFolder, traps: list, tokenizer, model_name: str,
-                    where: str, notices: list[str]) -> tuple[dict[str, int], dict]:
-    """(trap id -> its length re-encoded with the target's `tokenizer`, the tokenizer
-    record results.json keeps). Never a refusal: a publisher testing a third party's model
-    tests it with another tokenizer than the traps' (the authors generate with LLaMA-2 and
-    detect in CroissantLLM, decoding with one tokenizer and re-encoding with the other,
-    notebooks/table_2_mia_auc.ipynb). A folder whose manifest names another tokenizer is a
-    notice; traps that re-encode to other lengths are counted in a notice and keep their
-    generated length L (cells stay keyed by it), their count under the target's tokenizer
-    being in scores.jsonl ('tokens')."""
-    from pddkit.cache.fingerprint import tokenizer_digest
+def check_epochs(epochs) -> int | None:
+    """`epochs` as given (None: unknown); one sentence for anything but a whole number >= 1."""
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
+                               or epochs < 1):
+        raise PddkitError(f"`epochs` is the number of passes the model made over the injected "
+                          f"documents, a whole number of at least 1 (leave it out if unknown), "
+                          f"not {epochs!r}")
+    return epochs
 
-    tokens = {t.id: len(tokenizer(t.text, add_special_tokens=False)["input_ids"]) for t in traps}
-    off = [t for t in traps if tokens[t.id] != t.length]
-    want = folder.tokenizer_fingerprint
-    have = tokenizer_digest(tokenizer)
-    made = (folder.manifest.get("tokenizer") or {}).get("name") or folder.manifest.get("model")
-    record = {"generating": made, "generating_fingerprint": want, "target": model_name,
-              "target_fingerprint": have, "same": None if want is None else want == have}
-    example = (f" (e.g. {off[0].id}: {off[0].length} tokens, {tokens[off[0].id]} under "
-               f"{model_name}'s)" if off else "")
-    if record["same"] is False:
-        line = (f"trap folder {where} was generated with another tokenizer "
-                f"({made or 'unnamed'}'s, by its manifest's fingerprint) than {model_name}'s: "
-                "trap lengths are the generating tokenizer's and the cells are keyed by them; "
-                f"{len(off)} of {len(traps)} traps re-encode to other lengths under "
-                f"{model_name}'s tokenizer{example}, each trap's count under it being the "
-                "'tokens' column of scores.jsonl")
-    elif off:
-        line = (f"{len(off)} of {len(traps)} traps re-encode to another length under "
-                f"{model_name}'s tokenizer{example}; they are scored and counted under their "
-                "generated length" + (" (every trap does: a folder from another tokenizer?)"
-                                      if len(off) == len(traps) else ""))
-    else:
-        line = None
-    if want is None:
-        notices.append(f"trap folder {where}: its manifest records no tokenizer fingerprint, "
-                       "so only the traps' re-encoded lengths were checked")
-    if line:
-        logger.warning(line)
-        notices.append(line)
-    return tokens, record
+
+def exposures(repeats: int, epochs: int | None) -> int | None:
+    """How often a trap inserted `repeats` times was seen by a model trained `epochs` on its
+    document (0 for a held-out trap); None when the epochs are unknown."""
+    return None if epochs is None else repeats * epochs
 
 
 def table_cells(traps: list[TrapScore], methods: tuple[str, ...], n_bootstrap: int,
-                seed: int) -> tuple[tuple[Cell, ...], tuple[Cell, ...]]:
+                seed: int, epochs: int | None = None) -> tuple[tuple[Cell, ...], tuple[Cell, ...]]:
     """(length x repeats cells, length x repeats x bucket cells) over the scored traps,
     as the module docstring says; cells in sorted order, one per (length, repeats) of an
-    inserted trap and, within it, one per bucket that its length's traps occupy."""
+    inserted trap and, within it, one per bucket that its length's traps occupy; each
+    with its exposures (repeats x `epochs`, None when `epochs` is)."""
     members = [t for t in traps if t.label == 1]
     pairs = sorted({(t.length, t.repeats) for t in members})
     table, by_bucket = [], []
     for length, repeats in pairs:
         pos = [t for t in members if (t.length, t.repeats) == (length, repeats)]
         neg = [t for t in traps if t.label == 0 and t.length == length]
-        table.append(_cell(length, repeats, None, pos, neg, methods, n_bootstrap, seed))
+        seen = exposures(repeats, epochs)
+        table.append(_cell(length, repeats, None, pos, neg, methods, n_bootstrap, seed, seen))
         for b in sorted({t.bucket for t in traps if t.length == length}):
             by_bucket.append(_cell(length, repeats, b, [t for t in pos if t.bucket == b],
-                                   [t for t in neg if t.bucket == b], methods, n_bootstrap, seed))
+                                   [t for t in neg if t.bucket == b], methods, n_bootstrap, seed,
+                                   seen))
     return tuple(table), tuple(by_bucket)
 
 
-def _cell(length, repeats, bucket, pos, neg, methods, n_bootstrap, seed) -> Cell:
+def _cell(length, repeats, bucket, pos, neg, methods, n_bootstrap, seed, seen) -> Cell:
     metrics: dict[str, Metrics | None] = {}
     reasons: dict[str, str] = {}
     where = f"length {length}" + ("" if bucket is None else f", bucket {bucket}")
@@ -301,13 +277,14 @@ def _cell(length, repeats, bucket, pos, neg, methods, n_bootstrap, seed) -> Cell
             continue
         enough = min(len(pos), len(neg)) >= CI_MIN_PER_CLASS
         metrics[m] = compute_metrics(s, y, n_bootstrap=n_bootstrap if enough else 0, seed=seed)
-    return Cell(length, repeats, bucket, len(pos), len(neg), metrics, reasons)
+    return Cell(length, repeats, bucket, len(pos), len(neg), metrics, reasons, seen)
 
 
 @register_study("traps detect", "Were the inserted copyright traps memorised? AUC per length "
                 "x repeats x perplexity bucket", PAPER)
 def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
-                 methods: str = "all", tokenizer=None, n_bootstrap: int = 1000, seed: int = 0,
+                 methods: str = "all", tokenizer=None, epochs: int | None = None,
+                 n_bootstrap: int = 1000, seed: int = 0,
                  cache: str | None = None, batch_size: int | str = 8,
                  max_length: int | None = None, device: str = "auto", dtype: str = "auto",
                  revision: str | None = None, adapter: str | None = None,
@@ -319,7 +296,9 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     per length x repeats and per length x repeats x perplexity bucket (Meeus et al. 2024,
     Table 2 and Figure 3; the module docstring gives the protocol and where it differs from
     the authors' notebooks), with `n_bootstrap` stratified bootstrap resamples (seeded
-    with `seed`) for cells of at least CI_MIN_PER_CLASS traps per class. `adapter`: a PEFT
+    with `seed`) for cells of at least CI_MIN_PER_CLASS traps per class. `epochs`: the
+    passes the model made over the injected documents, so that each cell gives its
+    exposures (repeats x epochs); None (unknown) says so in a notice. `adapter`: a PEFT
     adapter loaded onto a `model` given by name."""
     from pddkit.api import _model, _name
     from pddkit.data.samples import Sample, make_dataset
@@ -330,11 +309,12 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     t0, started = time.perf_counter(), now()
     if not isinstance(n_bootstrap, int) or n_bootstrap < 0:
         raise PddkitError(f"`n_bootstrap` must be 0 or more, not {n_bootstrap!r}")
+    epochs = check_epochs(epochs)
     where = str(folder) if not isinstance(folder, TrapFolder) else "(given in memory)"
     if not isinstance(folder, TrapFolder):
         folder = read_folder(folder)
     traps, inserted, counts = evaluation_traps(folder, where)
-    notices: list[str] = []
+    notices: list[str] = [] if epochs is not None else [UNKNOWN_EPOCHS]
     if counts["not_inserted"]:
         line = (f"{counts['not_inserted']} traps marked to be inserted were not (no line in "
                 f"{TRAP_INFO}): they are neither members nor non-members and are not scored")
@@ -343,7 +323,7 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     target = _model(model, tokenizer, "model")
     model_name = _name(target)
     tokens, tok_record = check_tokenizer(
-        folder, traps, _tokenizer_of(target, revision, trust_remote_code, local_files_only,
+        folder, traps, tokenizer_of(target, revision, trust_remote_code, local_files_only,
                                      adapter if isinstance(target, str) else None),
         model_name, where, notices)
     counts["reencoded_other_length"] = sum(tokens[t.id] != t.length for t in traps)
@@ -363,11 +343,13 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     scored = []
     for i, t in enumerate(traps):
         ins = inserted.get(t.id)
-        scored.append(TrapScore(t.id, t.length, 0 if ins is None else ins.repeats, t.bucket,
+        repeats = 0 if ins is None else ins.repeats
+        scored.append(TrapScore(t.id, t.length, repeats, t.bucket,
                                 t.perplexity, int(ins is not None),
                                 None if ins is None else ins.document_id, tokens[t.id],
-                                {m.label: float(m.scores[i]) for m in run.methods}))
-    table, by_bucket = table_cells(scored, labels, n_bootstrap, seed)
+                                {m.label: float(m.scores[i]) for m in run.methods},
+                                exposures(repeats, epochs)))
+    table, by_bucket = table_cells(scored, labels, n_bootstrap, seed, epochs)
     for c in table:
         if c.n_nonmembers == 0:
             notices.append(f"no held-out traps of length {c.length}: inserted traps of that "
@@ -376,7 +358,8 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
     counts.update(truncated=run.counts.get("truncated", {}),
                   lengths=sorted({t.length for t in traps}))
     cfg = {"traps": where, "model": config.model, "ref_model": config.ref_model, "freq": freq,
-           "methods": methods, "methods_resolved": list(labels), "n_bootstrap": n_bootstrap,
+           "methods": methods, "methods_resolved": list(labels), "epochs": epochs,
+           "n_bootstrap": n_bootstrap,
            "seed": seed, "batch_size": batch_size, "max_length": max_length, "device": device,
            "dtype": dtype, "cache": cache, "revision": revision,
            **({"adapter": adapter} if adapter is not None else {}),
@@ -385,5 +368,5 @@ def detect_traps(folder, model, *, ref_model=None, freq: str | None = None,
                 counts["inserted"], counts["held_out"], len(labels))
     return TrapsResult(tuple(scored), labels, table, by_bucket, cfg, dict(run.models), counts,
                        tuple(notices), {"scoring": t1 - t0, "metrics": time.perf_counter() - t1},
-                       tok_record, run.provenance.spanning(started).to_dict())
+                       tok_record, run.provenance.spanning(started).to_dict(), epochs)
 
