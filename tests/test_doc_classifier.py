@@ -21,6 +21,13 @@ from pddkit.evaluation.doc_classifier import (
     train_log_freq,
 )
 
+# Tolerances: every expected value here is computed in float64 from a handful of operations
+# (a mean, a log, a ratio of counts), as pddkit computes it; two such computations agree to a
+# few units in the last place (~1e-16 relative), so rel=1e-12 (abs=1e-15 near zero) leaves
+# room for a different order of summation and nothing more. An AUC is a ratio of integer
+# counts: exact to rounding, hence abs=1e-15.
+EXACT = {"rel": 1e-12, "abs": 1e-15}
+
 
 def _docs(shift: float, n_docs: int = 20, seed: int = 0, n: int = 40):
     rng = np.random.default_rng(seed)
@@ -39,30 +46,30 @@ def _stats(L, ids):
 def test_token_values_with_a_table_are_log_freq_minus_log_prob():
     # -log(p / f) for p = e^-1, f = 0.5 and p = e^-2, f = 0.25
     out = token_values([_stats([-1.0, -2.0], [0, 1])], np.log([0.5, 0.25]))
-    assert out[0] == pytest.approx([math.log(0.5) + 1.0, math.log(0.25) + 2.0])
+    assert out[0] == pytest.approx([math.log(0.5) + 1.0, math.log(0.25) + 2.0], **EXACT)
 
 
 def test_train_log_freq_gives_unseen_ids_half_the_smallest_frequency():
     # ids 0,0,0,1 -> f = 3/4, 1/4; ids 2, 3 unseen -> 1/8
     lf = train_log_freq([np.array([0, 0, 1]), np.array([0])], vocab=4)
-    assert np.exp(lf) == pytest.approx([0.75, 0.25, 0.125, 0.125])
+    assert np.exp(lf) == pytest.approx([0.75, 0.25, 0.125, 0.125], **EXACT)
 
 
 def test_histogram_is_the_density_over_equal_width_training_edges():
     edges = histogram_edges([np.array([0.0, 1.0]), np.array([4.0, 2.0, 3.0])], bins=4)
-    assert edges == pytest.approx([0.0, 1.0, 2.0, 3.0, 4.0])
+    assert edges == pytest.approx([0.0, 1.0, 2.0, 3.0, 4.0], **EXACT)
     # 9.0 lies outside the training range and is dropped; 3 values inside, bin width 1;
     # 4.0 is the right edge and counts in the last bin (numpy's rule)
     x = histogram_features([np.array([0.5, 0.5, 3.5, 9.0]), np.array([4.0]),
                             np.array([-1.0])], edges)
-    assert x[0] == pytest.approx([2 / 3, 0.0, 0.0, 1 / 3])
-    assert x[1] == pytest.approx([0.0, 0.0, 0.0, 1.0])
-    assert x[2] == pytest.approx([0.0, 0.0, 0.0, 0.0])  # nothing inside: zeros, not 0/0
+    assert x[0] == pytest.approx([2 / 3, 0.0, 0.0, 1 / 3], **EXACT)
+    assert x[1] == pytest.approx([0.0, 0.0, 0.0, 1.0], **EXACT)
+    assert x[2] == pytest.approx([0.0, 0.0, 0.0, 0.0], **EXACT)  # nothing inside: zeros, not 0/0
 
 
 def test_histogram_density_scales_with_bin_width():
     edges = histogram_edges([np.array([0.0, 10.0])], bins=2)  # [0, 5, 10]
-    assert histogram_features([np.array([1.0, 6.0])], edges)[0] == pytest.approx([0.1, 0.1])
+    assert histogram_features([np.array([1.0, 6.0])], edges)[0] == pytest.approx([0.1, 0.1], **EXACT)
 
 
 def test_aggregate_features_by_hand():
@@ -70,10 +77,10 @@ def test_aggregate_features_by_hand():
     assert x.shape == (1, 14)
     mean, lo, hi, std, count, *pct = x[0]
     assert (mean, lo, hi, count) == (2.5, 1.0, 4.0, 4.0)
-    assert std == pytest.approx(math.sqrt(1.25))  # ddof 0
+    assert std == pytest.approx(math.sqrt(1.25), **EXACT)  # ddof 0
     # linear interpolation on sorted 1,2,3,4: position q/100 * 3
     expected = [1.0 + 3 * q / 100 for q in (1, 5, 10, 25, 50, 75, 90, 95, 99)]
-    assert pct == pytest.approx(expected)
+    assert pct == pytest.approx(expected, **EXACT)
 
 
 def test_defaults_are_the_authors_books_configuration():

@@ -12,6 +12,13 @@ from cli_helpers import run_cli, write_jsonl
 from pddkit.errors import PddkitError
 from pddkit.evaluation.document_level import document_level
 
+# Tolerances: every expected value here is computed in float64 from a handful of operations
+# (a mean, a log, a ratio of counts), as pddkit computes it; two such computations agree to a
+# few units in the last place (~1e-16 relative), so rel=1e-12 (abs=1e-15 near zero) leaves
+# room for a different order of summation and nothing more. An AUC is a ratio of integer
+# counts: exact to rounding, hence abs=1e-15.
+EXACT = {"rel": 1e-12, "abs": 1e-15}
+
 
 def _auc(pos, neg) -> float:
     return float(np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg]))  # Mann-Whitney
@@ -34,16 +41,16 @@ def test_mean_rows_and_metrics_by_hand_on_the_evaluated_texts_only():
     assert row.label == "mean:m" and row.aggregation == "mean"
     by_hand = {g: np.mean([s for i, (s, gg) in enumerate(zip(scores, groups))
                            if gg == g and i % 5 != 4]) for g in dict.fromkeys(groups)}
-    assert row.scores.tolist() == pytest.approx([by_hand[n] for n in out.docs.names])
+    assert row.scores.tolist() == pytest.approx([by_hand[n] for n in out.docs.names], **EXACT)
     y = out.docs.labels
-    assert row.metrics.auc == pytest.approx(_auc(row.scores[y == 1], row.scores[y == 0]))
+    assert row.metrics.auc == pytest.approx(_auc(row.scores[y == 1], row.scores[y == 0]), **EXACT)
     assert row.metrics.n_members == 6 and row.metrics.n_bootstrap == 50
     assert out.docs.sizes.tolist() == [4] * 12
     ks = [k for k, _ in row.curve]
     assert ks == [1, 2, 4]
-    assert row.curve[-1][1] == pytest.approx(row.metrics.auc)  # all texts: the full AUC
+    assert row.curve[-1][1] == pytest.approx(row.metrics.auc, **EXACT)  # all texts: the full AUC
     rows = out.jsonl_rows()
-    assert rows[0] == {"group": "d0", "label": 1, "texts": 4, "mean:m": pytest.approx(by_hand["d0"])}
+    assert rows[0] == {"group": "d0", "label": 1, "texts": 4, "mean:m": pytest.approx(by_hand["d0"], **EXACT)}
 
 
 def their_tau(scores, labels, n_interpol=500):
@@ -127,7 +134,7 @@ def test_classifier_row_sees_only_the_evaluated_texts():
                          n_bootstrap=0, token_values=token_values, classifier=FakeParams())
     assert [r.label for r in out.rows] == ["mean:m", "classifier"]
     assert seen[0][0] == 50 and "d0" not in seen[0][1] and "d1" not in seen[0][1]
-    assert out.rows[1].scores.tolist() == pytest.approx(out.rows[0].scores.tolist())
+    assert out.rows[1].scores.tolist() == pytest.approx(out.rows[0].scores.tolist(), **EXACT)
     assert out.rows[1].params == {"bins": 3}
     assert len(seen) == len(out.rows[1].curve)  # refitted per point; the last is the full fit
     saved = out.rows[1].to_dict()
@@ -193,10 +200,10 @@ def test_run_documents_end_to_end(toy_world, tmp_path, capsys):
     group_of = {r["id"]: r["group"] for r in _doc_rows(toy_world)}
     for d in docs:
         mine = [s["mink"] for s in scores if group_of[s["id"]] == d["group"]]
-        assert d["texts"] == 5 and d["mean:mink"] == pytest.approx(np.mean(mine))
+        assert d["texts"] == 5 and d["mean:mink"] == pytest.approx(np.mean(mine), **EXACT)
     y = np.array([d["label"] for d in docs])
     m = np.array([d["mean:mink"] for d in docs])
-    assert doc["rows"]["mean:mink"]["metrics"]["auc"] == pytest.approx(_auc(m[y == 1], m[y == 0]))
+    assert doc["rows"]["mean:mink"]["metrics"]["auc"] == pytest.approx(_auc(m[y == 1], m[y == 0]), **EXACT)
     assert doc["rows"]["classifier"]["params"]["features"] == "aggregate"
     # the classifier's two AUCs from documents.jsonl alone (its scores, folds, labels):
     # pooled over every document, and per held-out fold as the authors compute it
