@@ -240,3 +240,32 @@ def test_sandbox_goes_on_from_a_base_model(corpus_file, llama_base, tmp_path, ca
                  "--base-model", str(llama_base), "--layers", "4"])  # not silently ignored
     err = capsys.readouterr().err
     assert code == 1 and "with --base-model the base model's own shape is used" in err
+
+
+@pytest.mark.slow
+def test_a_failing_report_keeps_the_sandbox_scores(corpus_file, tmp_path, capsys, monkeypatch):
+    """Each window's report is an optional stage: when it raises, the window's scores and
+    results stay on disk, results.json says the report failed and why, and the sandbox ends
+    with exit 0."""
+    import pddkit.reporting.report as report
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(report, "write_report", broken)
+    out = tmp_path / "sb"
+    args = [a for a in TINY]
+    args[args.index("--windows") + 1] = "32"
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), *args])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    wdir = out / "run" / "window-32"
+    res = json.loads((wdir / "results.json").read_text())
+    assert res["stages"]["report"] == {"status": "failed", "reason": "RuntimeError: disk full"}
+    # a score for every window the sandbox evaluated (windows.jsonl), none lost
+    rows = [json.loads(x) for x in (wdir / "scores.jsonl").read_text().splitlines()]
+    wins = [json.loads(x) for x in (wdir / "windows.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == [w["id"] for w in wins] and len(rows) > 0
+    assert all(isinstance(r["loss"], float) for r in rows)
+    assert not (wdir / "report.html").exists()
+    assert "report failed (RuntimeError: disk full)" in printed.err

@@ -249,8 +249,9 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     from pddkit.engine.config import RunConfig
     from pddkit.engine.plan import needs_of
     from pddkit.engine.run import run_dataset
+    from pddkit.engine.stages import REPORT, Stage, run_stages
     from pddkit.methods.base import Need
-    from pddkit.reporting.report import write_report
+    from pddkit.reporting.report import report_stage
     from pddkit.sandbox import contamination, ground_truth, shots, training, traps
     from pddkit.sandbox.split import windows
 
@@ -316,11 +317,16 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                        else str(out / "reference-pool.jsonl"),
                        probe_load=probe_load, probe_lrs=cfg.probe_lrs,
                        documents=cfg.documents if what.endswith("windows") else ())
-        result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm)
+        # the scores are written before the optional stages (blind baseline, documents,
+        # report): a stage that fails is a notice, and every score is kept
+        result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm,
+                             on_scored=lambda r: r.write(wdir))
         wdir = result.write(wdir)
         if result.probe is not None:
             probe_load = str(wdir / "probe")
-        write_report(wdir, title=f"pddkit sandbox: {run_dir.name}, {what}")
+        result = run_stages(result, [Stage(REPORT, report_stage(
+            wdir, title=f"pddkit sandbox: {run_dir.name}, {what}"))])
+        result.write_results(wdir)  # the report's time, or why there is no report
         metrics = result.metrics()
         return result, {
             "dir": wdir.relative_to(out).as_posix(), "texts": len(dataset.samples),
