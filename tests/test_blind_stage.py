@@ -100,10 +100,17 @@ def test_a_run_whose_blind_baseline_raises_keeps_exit_0_and_all_its_scores(
 
 
 @pytest.mark.slow
-def test_texts_without_a_word_skip_the_blind_baseline_and_keep_exit_0(tiny, tmp_path, capsys):
+def test_texts_without_a_word_skip_the_blind_baseline_and_keep_exit_0(tiny, tmp_path, capsys,
+                                                                      monkeypatch):
     """`1 + 2 = 3` (which ended in `ValueError: empty vocabulary` after the model pass):
-    the baseline is skipped with a notice before any model loads, in the default child
-    process too."""
+    the baseline is found unfit before any model loads and never started (no child
+    process); the notice comes once, with the scores."""
+    from pddkit.engine.blind_job import BlindJob
+
+    def never(*_args, **_kwargs):
+        raise AssertionError("the blind baseline was started on texts without a word")
+
+    monkeypatch.setattr(BlindJob, "start", never)
     texts = [f"{a} + {b} = {(a + b) % 10}" for a in range(1, 6) for b in range(1, 5)]
     code, _stdout, stderr, out = _run(capsys, tiny, tmp_path, texts)
     assert code == 0, stderr
@@ -113,7 +120,7 @@ def test_texts_without_a_word_skip_the_blind_baseline_and_keep_exit_0(tiny, tmp_
     res = json.loads((out / "results.json").read_text())
     assert res["stages"]["blind baseline"] == {"status": "skipped", "reason": reason}
     assert f"blind baseline skipped: {reason}" in res["notices"]
-    assert stderr.index("blind baseline skipped") < stderr.index("loaded model")
+    assert stderr.count("blind baseline skipped") == 1
     np.testing.assert_allclose([r["loss"] for r in _scores(out)], plain_loss(tiny, texts),
                                atol=LOSS_ATOL)
     assert res["blind_baseline"] is None and "blind" not in res["methods"]
@@ -156,3 +163,12 @@ def test_a_report_that_cannot_be_written_is_a_notice(tiny, tmp_path, capsys, mon
     assert f"report failed ({reason}); the scores and every other result are kept" in res["notices"]
     assert "report:" not in stdout and not (out / "report.html").exists()
     assert len(_scores(out)) == 24
+
+
+def test_a_mistake_after_a_known_skip_is_still_one_line(tmp_path, capsys):
+    """The blind baseline's skip is said with the scores, not before the model loads: a
+    mistake found in between (a model folder that is not there) is the only line printed."""
+    texts = [f"{a} + {b} = {(a + b) % 10}" for a in range(1, 6) for b in range(1, 5)]
+    code, _stdout, stderr, _out = _run(capsys, str(tmp_path / "no-such-model"), tmp_path, texts)
+    assert code == 1
+    assert len(stderr.strip().splitlines()) == 1 and stderr.startswith("pddkit: error: ")

@@ -20,7 +20,7 @@ from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
 from pddkit.engine.plan import Resources, make_plan, unused_resources
 from pddkit.engine.score import score
-from pddkit.engine.stages import BLIND, notice, optional_stages, run_stages
+from pddkit.engine.stages import optional_stages, run_stages
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
@@ -142,10 +142,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     blind, blind_skip = None, None
     if dataset.labelled and config.blind:
         blind_skip = unfit_reason(dataset)
-        if blind_skip is None:
+        if blind_skip is None:  # a skip is said once the scores stand (run_stages)
             blind = BlindJob.start(dataset, config, test_idx, model_given=model is not None)
-        else:
-            logger.warning(notice(BLIND, "skipped", blind_skip))
     try:
         opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,

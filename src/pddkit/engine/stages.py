@@ -69,9 +69,9 @@ def run_stages(result: RunResult, stages: Sequence[Stage],
     the result before the first, every stage marked "pending" in `result.stages`."""
     status = {**result.stages, **{s.name: {"status": "pending"} for s in stages}}
     result = replace(result, stages=status)
-    for stage in stages:  # known before: said in what on_start writes too
+    for stage in stages:  # known before: said now, and in what on_start writes too
         if stage.skip is not None:
-            result = _record(result, stage.name, "skipped", stage.skip, log=False)
+            result = _record(result, stage.name, "skipped", stage.skip)
     if on_start is not None:
         on_start(result)
     for stage in stages:
@@ -89,10 +89,9 @@ def run_stages(result: RunResult, stages: Sequence[Stage],
     return result
 
 
-def _record(result: RunResult, name: str, status: str, reason: str, log: bool = True) -> RunResult:
+def _record(result: RunResult, name: str, status: str, reason: str) -> RunResult:
     line = notice(name, status, reason)
-    if log:
-        logger.warning(line)
+    logger.warning(line)
     return replace(result, notices=(*result.notices, line),
                    stages={**result.stages, name: {"status": status, "reason": reason}})
 
