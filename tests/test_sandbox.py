@@ -269,3 +269,15 @@ def test_a_failing_report_keeps_the_sandbox_scores(corpus_file, tmp_path, capsys
     assert all(isinstance(r["loss"], float) for r in rows)
     assert not (wdir / "report.html").exists()
     assert "report failed (RuntimeError: disk full)" in printed.err
+
+
+def test_a_misspelt_method_is_refused_before_training(corpus_file, tmp_path, capsys):
+    """`--methods minkk` is one sentence before any model is trained (it came after both
+    models were trained), and no output folder is left behind."""
+    out = tmp_path / "sb"
+    code = main(["sandbox", "--corpus", str(corpus_file), "--output", str(out), *TINY,
+                 "--methods", "loss,minkk"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1
+    assert err.startswith("pddkit: error: ") and "did you mean mink" in err
+    assert not out.exists()

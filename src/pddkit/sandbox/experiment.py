@@ -154,6 +154,9 @@ def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None
         if low < 1:
             raise PddkitError(f"`contamination_repeats` must be at least 1, not {low}")
     traps.check_options(cfg)
+    from pddkit.engine.plan import needs_of
+
+    needs_of(cfg.methods)  # unknown names and bad hyperparameters: before anything is trained
     if cfg.documents:  # before anything is trained
         from pddkit.evaluation.document_level import check_aggregations
 
