@@ -90,14 +90,16 @@ RUN_OPTIONS = [
         help="Tokenizer (directory or hub id) of the served model [default: --model]."),
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
     click.option("--adapter", default=None,
-        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters]); "
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
+             "(needs peft: the extra adapters); "
         "a folder holding an adapter alone may also be given as --model."),
     click.option("--quantize", default=None, type=click.Choice(["8bit", "4bit"]),
-        help="Load the models in 8 or 4 bits with bitsandbytes, on a CUDA GPU (pddkit[quantize])."),
+        help="Load the models in 8 or 4 bits with bitsandbytes, on a CUDA GPU "
+             "(needs bitsandbytes: the extra quantize)."),
     click.option("--cache", type=click.Path(), default=None, envvar="PDDKIT_CACHE",
         help="Statistics cache folder: a rerun recomputes only what it lacks [env PDDKIT_CACHE]."),
     click.option("--engine", default="local", show_default=True, type=click.Choice(["local", "ray"]),
-        help="Where the statistics passes run: this process, or Ray actors (pddkit[ray])."),
+        help="Where the statistics passes run: this process, or Ray actors (needs Ray: the extra ray)."),
     click.option("--ray-address", default=None, help="An existing Ray cluster (default: start one here)."),
     click.option("--actors", default=1, show_default=True, type=int,
         help="Ray actors, each with its own copy of the model."),

@@ -64,7 +64,8 @@ INFER_OPTIONS = [
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
     click.option("--adapter", default=None,
-        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
+             "(needs peft: the extra adapters)."),
 ]
 FLAGS.update(_flag_table(INFER_OPTIONS), **{"false_positive_check=False": "--no-false-positive-check"})
 
@@ -106,7 +107,8 @@ AUDIT_OPTIONS = [
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
     click.option("--adapter", default=None,
-        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
+             "(needs peft: the extra adapters)."),
     click.option("--on-invalid", default="error", show_default=True,
         type=click.Choice(["error", "skip"]),
         help="A bad validation line (or one that is also a book snippet) stops the audit, or "
@@ -164,7 +166,8 @@ TRAPS_DETECT_OPTIONS = [
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
     click.option("--adapter", default=None,
-        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged (pddkit[adapters])."),
+        help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
+             "(needs peft: the extra adapters)."),
 ]
 FLAGS.update(_flag_table(TRAPS_DETECT_OPTIONS))
 
