@@ -65,3 +65,20 @@ def test_the_blind_rows_interval_is_told_apart_from_its_verdicts():
             "classifier's refitting on every fold.") in report
     alone = "\n".join(to_text(metrics_table(_result(30).to_dict(), terminal=True)))
     assert "blind's" not in alone  # no blind row, nothing to tell apart
+
+
+def test_the_notes_speak_only_of_what_the_table_holds():
+    """Without a blind row the notes do not explain one; counts of one are singular."""
+    terminal = "\n".join(to_text(metrics_table(_result(30).to_dict(), terminal=True)))
+    assert "10 members, 30 non-members; * = best detection method in column; CI" in terminal
+    assert "blind" not in terminal
+    report = metrics_table(_result(30).to_dict())
+    assert report.notes[0] == "▲ best detection method in the column. Intervals: 95% percentile " \
+                              "bootstrap over the texts."
+    with_blind = "\n".join(to_text(metrics_table(_result(30, blind=True).to_dict(), terminal=True)))
+    assert "* = best detection method in column (blind baseline excluded)" in with_blind
+    one = RunResult(ids=("a", "b"), labels=(1, 0), methods=(MethodResult(
+        "loss", "loss", {}, np.array([1.0, 0.0]), compute_metrics(np.array([1.0, 0.0]),
+                                                                  np.array([1, 0]), 50)),),
+        config={}, counts={}, timings={}, models={})
+    assert "1 member, 1 non-member;" in "\n".join(to_text(metrics_table(one.to_dict(), terminal=True)))

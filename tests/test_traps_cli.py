@@ -105,7 +105,7 @@ def test_undefined_scores_are_null_in_strict_json_and_the_report_rebuilds(tmp_pa
     assert rows[7]["b"] is None and rows[7]["a"] == 3.0
     [cell] = saved["table"]
     assert cell["metrics"]["a"]["auc"] == 1.0  # scores 10..6 against 5..1
-    assert cell["metrics"]["b"] is None and cell["reasons"]["b"] == "1 traps have no finite b score"
+    assert cell["metrics"]["b"] is None and cell["reasons"]["b"] == "1 trap has no finite b score"
     assert saved["epochs"] is None and cell["exposures"] is None
     code, _, err = run_cli(capsys, "report", out)
     assert code == 0, err

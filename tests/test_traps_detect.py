@@ -131,7 +131,7 @@ def test_a_cell_without_held_out_traps_or_with_undefined_scores_says_why():
               "m": math.nan if k == 0 else float(k)} for k in range(3)]
     table, _ = table_cells(_scores(rows), ("m",), n_bootstrap=10, seed=0)
     assert table[0].metrics["m"] is None and "no held-out traps of length 25" in table[0].reasons["m"]
-    assert table[1].metrics["m"] is None and table[1].reasons["m"] == "1 traps have no finite m score"
+    assert table[1].metrics["m"] is None and table[1].reasons["m"] == "1 trap has no finite m score"
 
 
 def test_a_folder_never_injected_is_refused_before_any_model_loads(tmp_path):

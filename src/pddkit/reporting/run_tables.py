@@ -9,6 +9,11 @@ from pddkit.reporting.table import Num, Table, best_cells
 FEW = "†"  # marks a TPR@FPR column whose rate allows no false positive with these non-members
 
 
+def counted(n: int, noun: str) -> str:
+    """`n` and `noun`, in the plural unless n is 1 ("1 member", "30 non-members")."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def params(p: dict) -> str:
     return ",".join(f"{k}={v:g}" for k, v in p.items())
 
@@ -34,14 +39,17 @@ def metrics_table(results: dict, terminal: bool = False) -> Table:
     blind = ("blind" in methods) and results.get("blind_baseline") is not None
     if terminal:
         notes = () if first is None else (
-            f"{first['n_members']} members, {first['n_nonmembers']} non-members; * = best "
-            "detection method in column (blind baseline excluded); CI: 95% bootstrap over the "
-            f"texts, {first['n_bootstrap']} resamples"
+            f"{counted(first['n_members'], 'member')}, "
+            f"{counted(first['n_nonmembers'], 'non-member')}; * = best detection method in "
+            f"column{' (blind baseline excluded)' if 'blind' in methods else ''}; "
+            f"CI: 95% bootstrap over the texts, {first['n_bootstrap']} resamples"
             + ("; blind's CI holds its out-of-fold scores fixed, the wider interval of its "
                "verdict below allows for refitting the classifier too" if blind else ""),)
     else:
-        notes = ("▲ best detection method in the column; blind is the model-free baseline, "
-                 "not a detection method. Intervals: 95% percentile bootstrap over the texts"
+        notes = ("▲ best detection method in the column"
+                 + ("; blind is the model-free baseline, not a detection method"
+                    if "blind" in methods else "")
+                 + ". Intervals: 95% percentile bootstrap over the texts"
                  + ("; blind's holds its out-of-fold scores fixed, and the verdict above "
                     "gives the wider 95% interval allowing for the classifier's refitting on "
                     "every fold." if blind else "."),)

@@ -273,7 +273,9 @@ def _cell(length, repeats, bucket, pos, neg, methods, n_bootstrap, seed, seen) -
         bad = ~np.isfinite(s)
         if bad.any():  # one method's undefined scores: no AUC for it here, said
             metrics[m] = None
-            reasons[m] = f"{int(bad.sum())} traps have no finite {m} score"
+            n_bad = int(bad.sum())
+            reasons[m] = (f"1 trap has no finite {m} score" if n_bad == 1
+                          else f"{n_bad} traps have no finite {m} score")
             continue
         enough = min(len(pos), len(neg)) >= CI_MIN_PER_CLASS
         metrics[m] = compute_metrics(s, y, n_bootstrap=n_bootstrap if enough else 0, seed=seed)
