@@ -277,6 +277,9 @@ def test_cli_blind_end_to_end(tmp_path, capsys):
     assert verdict["warn"] is True and verdict["p"] < ALPHA and verdict["interval"][0] > 0.5
     assert (verdict["n_members"], verdict["n_nonmembers"], verdict["unit"]) == (40, 40, "texts")
     assert f"p = {verdict['p']:.1e}" in out  # the p-value in words, as results.json has it
+    # 40 non-members: 1% of them allows no false positive (floor(0.4) = 0), 5% allows 2
+    assert "TPR@1%† " in out and "TPR@5% " in out and "TPR@5%†" not in out
+    assert "† TPR@1%FPR with 40 non-members: no false positive allowed" in out
     rows = [json.loads(line) for line in (tmp_path / "out" / "scores.jsonl").open()]
     assert [r["id"] for r in rows] == [f"t{i}" for i in idx]
     # the scores written are the library's out-of-fold scores, in the table's order

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from pddkit.cli import options
@@ -26,4 +28,10 @@ def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_fi
 
     source = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
                                  group_field, subset_field, data_split, None, on_invalid)
-    run_blind(source, seed, n_bootstrap, output, echo=click.echo, max_texts=blind_max_texts)
+    result = run_blind(source, seed, n_bootstrap, output, max_texts=blind_max_texts)
+    from pddkit.reporting.terminal import blind_summary
+
+    click.echo(blind_summary(result, result.config["data"]))
+    if output is not None:
+        click.echo(f"results: {Path(output) / 'results.json'}, "
+                   f"scores: {Path(output) / 'scores.jsonl'}")

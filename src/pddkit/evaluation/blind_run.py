@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pddkit.evaluation.blind import BlindBaseline, require_blind_data
-from pddkit.evaluation.blind_verdict import check_max_texts, run_units, verdict, with_sample
+from pddkit.evaluation.blind_verdict import check_max_texts, run_units, with_sample
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
 from pddkit.evaluation.subsets import breakdown, fitted_within
@@ -85,34 +84,15 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000,
 
 
 def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
-              echo: Callable[[str], None], max_texts: int | None = None) -> RunResult:
+              max_texts: int | None = None) -> RunResult:
+    """`pddkit blind`'s work: load `source`, fit the blind baseline alone, write the result
+    to `output` (a folder, or None); reporting/terminal.py's `blind_summary` says it."""
     check_max_texts(max_texts)  # before the data loads
     dataset = source.load()
     if dataset.skipped:
         logger.warning("left out %d invalid lines, e.g. %s: %s", len(dataset.skipped),
                        dataset.skipped[0].source, dataset.skipped[0].reason)
     result = blind_result(dataset, seed=seed, n_bootstrap=n_bootstrap, max_texts=max_texts)
-    m, params = result.methods[0].metrics, result.methods[0].params
-    c = result.counts
-    sample = params.get("sample")
-    echo(f"blind baseline on {dataset.name}: {c['members']} members, {c['nonmembers']} non-members, "
-         + (f"fitted on a stratified sample of {sample['texts']}, " if sample else "")
-         + f"{params['folds']} outer folds" + (" grouped by document" if params["grouped_by_document"]
-                                              else "") + f", {result.timings['blind_baseline']:.1f} s")
-    tprs = "  ".join(f"TPR@{t:.0%} {m.tpr[t]:.3f} [{m.tpr_ci[t].low:.3f}, {m.tpr_ci[t].high:.3f}]"
-                     for t in sorted(m.tpr))
-    echo(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}] (bootstrap of these "
-         f"scores)  {tprs}")
-    echo(result.blind.sentence())
-    per_units = params.get("subset_units") or {}
-    for name, sub in result.methods[0].subsets.items():  # fitted within each subset
-        if sub is None:
-            echo(f"  subset {name}: no AUC (one class, or too few texts to cross-validate)")
-            continue
-        v = verdict(sub, per_units.get(name))
-        echo(f"  subset {name}: AUC {sub.auc:.3f} [{v.low:.3f}, {v.high:.3f}], p = {v.p:.3g}"
-             + (": a shift" if v.warn else ": a small shift" if v.shift else ""))
     if output is not None:
-        out = result.write(output)
-        echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
+        result.write(output)
     return result

@@ -106,3 +106,37 @@ def unlabelled_summary(result: RunResult, top: int = 10,
                    title=f"top {k} of {len(order)} texts most likely to be members, by {how} "
                          "(rank 1 = highest score):", mark="")
     return "\n".join([*to_text(stats), "", *to_text(ranked)])
+
+
+def blind_summary(result: RunResult, name: str) -> str:
+    """What `pddkit blind` prints of its result on data set `name`: counts and folds, the
+    AUC and TPRs with their bootstrap intervals (a TPR whose rate allows no false positive
+    with these non-members marked, as in a run's table), the verdict, each subset's."""
+    from pddkit.evaluation.blind_verdict import verdict
+
+    m, params, c = result.methods[0].metrics, result.methods[0].params, result.counts
+    sample = params.get("sample")
+    lines = [f"blind baseline on {name}: {c['members']} members, {c['nonmembers']} non-members, "
+             + (f"fitted on a stratified sample of {sample['texts']}, " if sample else "")
+             + f"{params['folds']} outer folds"
+             + (" grouped by document" if params["grouped_by_document"] else "")
+             + f", {result.timings['blind_baseline']:.1f} s"]
+    few = run_tables.few_nonmembers(m.n_nonmembers)
+    tprs = "  ".join(f"TPR@{t:.0%}{run_tables.FEW if t in few else ''} {m.tpr[t]:.3f} "
+                     f"[{m.tpr_ci[t].low:.3f}, {m.tpr_ci[t].high:.3f}]" for t in sorted(m.tpr))
+    lines.append(f"AUC {m.auc:.3f} [{m.auc_ci.low:.3f}, {m.auc_ci.high:.3f}] (bootstrap of these "
+                 f"scores)  {tprs}")
+    if few:
+        lines.append(run_tables.few_nonmembers_note(m.n_nonmembers, few, terminal=True))
+    lines.append(result.blind.sentence())
+    per_units = params.get("subset_units") or {}
+    for sub_name, sub in result.methods[0].subsets.items():  # fitted within each subset
+        if sub is None:
+            lines.append(f"  subset {sub_name}: no AUC (one class, or too few texts to "
+                         "cross-validate)")
+            continue
+        v = verdict(sub, per_units.get(sub_name))
+        lines.append(f"  subset {sub_name}: AUC {sub.auc:.3f} [{v.low:.3f}, {v.high:.3f}], "
+                     f"p = {v.p:.3g}" + (": a shift" if v.warn else ": a small shift" if v.shift
+                                         else ""))
+    return "\n".join(lines)
