@@ -99,8 +99,8 @@ def few_nonmembers_note(n_nonmembers: int, few: tuple[float, ...], terminal: boo
     one = len(few) == 1
     floors = " = ".join(f"floor({t:.0%} x {n_nonmembers})" for t in few)
     needed = join([f"{nonmembers_needed(t)}" for t in few])
-    return (f"{FEW} {join([name(t) for t in few])} with {n_nonmembers} non-members: no false "
-            f"positive allowed ({floors} = 0; allowing one takes {needed} non-members), so "
+    return (f"{FEW} {join([name(t) for t in few])} with {counted(n_nonmembers, 'non-member')}: "
+            f"no false positive allowed ({floors} = 0; allowing one takes {needed} non-members), so "
             f"{'it is' if one else 'each is'} the share of members scoring above the "
             "highest-scoring non-member.")
 
