@@ -3,7 +3,15 @@ prompt log-probabilities of a local causal LM (token ids in, echo + logprobs out
 tokens as strings when it has the tokenizer), reports its context on GET /v1/models (vLLM's
 `max_model_len`, refusing longer prompts with HTTP 400 as vLLM does), can swap the model it
 serves under the same name (`model`), and can be told to misbehave the way real servers do
-(5xx, no answer, no log-probabilities, 401, a fatal 400 amid 500s, a wrong or shifted echo).
+(503s, no answer, no log-probabilities, 401, a fatal 400 amid 503s, a wrong or shifted echo).
+
+Prompts are token ids or text (tokenised with its tokenizer, special tokens parsed, no
+start token added). The mode "text_only" refuses token ids as llama-cpp-python does (HTTP
+500, a pydantic validation error); "hidden_start" echoes as llama-cpp-python does when the
+model adds a BOS itself (the start token left out, the first text token's entry null);
+"misaligned" pairs each echoed token with the next position's distribution, as
+llama-cpp-python does for a prompt not starting with BOS (its generated token left out);
+"validation500" answers every request with llama-cpp-python's validation error.
 
 A request without `echo` is a sampling request (samia): `n` continuations drawn with the
 request's `seed`, `temperature`, `top_k` and `max_tokens`, ending at the end token. The
@@ -17,8 +25,12 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES = ("ok", "vllm", "no_generated", "fail500", "hang", "no_logprobs", "401", "404",
-         "misecho", "shifted", "vllm_shifted", "ignore_n", "reject_top_k")
+MODES = ("ok", "vllm", "no_generated", "fail503", "hang", "no_logprobs", "401", "404",
+         "misecho", "shifted", "vllm_shifted", "ignore_n", "reject_top_k", "text_only",
+         "hidden_start", "misaligned", "validation500")
+VALIDATION_500 = ("82 validation errors for CreateCompletionRequest\nprompt.str\n  Input should be "
+                  "a valid string [type=string_type, input_value=[50256, 464], input_type=list]\n"
+                  "prompt.list[str].0\n  Input should be a valid string [type=string_type]")
 NO_LOGPROBS = ("no_logprobs", "ignore_n", "reject_top_k")  # servers that only sample
 
 
@@ -27,8 +39,8 @@ class Behaviour:
     """What the server does with the next requests (tests set it; `requests` records them)."""
 
     mode: str = "ok"
-    failures: int = 2  # fail500: this many HTTP 500 answers, then normal ones
-    fatal_at: int | None = None  # fail500: the request with this number gets HTTP 400
+    failures: int = 2  # fail503: this many HTTP 503 answers, then normal ones
+    fatal_at: int | None = None  # fail503: the request with this number gets HTTP 400
     hang_s: float = 5.0  # hang: wait this long (or until the server stops) before answering
     requests: list[dict] = field(default_factory=list)  # {"path", "headers", "body"}
 
@@ -106,14 +118,19 @@ class FakeOpenAIServer:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}}
         if b.mode == "401":
             return 401, {"error": {"message": "Incorrect API key provided."}}
-        if b.mode == "fail500" and count == b.fatal_at:
+        if b.mode == "fail503" and count == b.fatal_at:
             return 400, {"error": {"message": "this request is malformed"}}
-        if b.mode == "fail500" and count <= b.failures:
-            return 500, {"error": {"message": "internal error"}}
+        if b.mode == "fail503" and count <= b.failures:
+            return 503, {"error": {"message": "the server is busy"}}
         if b.mode == "hang":
             self._stop.wait(b.hang_s)
             return None, None
-        prompt = [int(t) for t in body["prompt"]]
+        if b.mode == "validation500" or (b.mode == "text_only" and not isinstance(body["prompt"], str)):
+            return 500, {"error": {"message": VALIDATION_500}}
+        if isinstance(body["prompt"], str):
+            prompt = list(self.tokenizer(body["prompt"], add_special_tokens=False)["input_ids"])
+        else:
+            prompt = [int(t) for t in body["prompt"]]
         limit = self.max_model_len
         if limit is not None and len(prompt) + int(body.get("max_tokens", 16)) > limit:
             return 400, {"error": {"message": f"This model's maximum context length is {limit} "
@@ -126,8 +143,13 @@ class FakeOpenAIServer:
             texts = self.sample(prompt, n, int(body.get("max_tokens", 16)),
                                 float(body.get("temperature", 1.0)), body.get("top_k"),
                                 int(body.get("seed", 0)))
+            greedy = None
+            if body.get("logprobs") and b.mode not in NO_LOGPROBS and float(body.get("temperature", 1)) == 0:
+                _, gen_lp, gen_id = self.score(prompt)  # the generated token's own log-probability
+                greedy = {"tokens": [self.tokenizer.decode([gen_id])], "token_logprobs": [gen_lp],
+                          "top_logprobs": [], "text_offset": []}
             return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
-                         "choices": [{"index": i, "text": t, "logprobs": None,
+                         "choices": [{"index": i, "text": t, "logprobs": greedy,
                                       "finish_reason": "stop"} for i, t in enumerate(texts)]}
         logprobs, gen_lp, gen_id = self.score(prompt)
         text = {"index": 0, "text": "", "finish_reason": "length"}
@@ -147,6 +169,10 @@ class FakeOpenAIServer:
                 shown, values = shown[1:], values[1:]
             if b.mode == "no_generated":
                 shown, values = shown[:-1], values[:-1]
+            if b.mode == "hidden_start":  # llama-cpp-python, BOS added by the server
+                shown, values = shown[1:], [None, *values[2:]]
+            if b.mode == "misaligned":  # token t paired with the distribution after it
+                shown, values = prompt, [None, *self.score(prompt, shift=1)[0]]
             tokens = [] if self.tokenizer is None else [self.tokenizer.decode([t]) for t in shown]
             if b.mode == "misecho" and tokens:  # the third token is not the one sent
                 tokens[2] = self.tokenizer.decode([(shown[2] + 1) % len(self.tokenizer)])
@@ -155,14 +181,16 @@ class FakeOpenAIServer:
         return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
                      "choices": [choice]}
 
-    def score(self, prompt: list[int]):
-        """log P(prompt[t] | prompt[:t]) for t >= 1, and log P and id of the greedy next token."""
+    def score(self, prompt: list[int], shift: int = 0):
+        """log P(prompt[t] | prompt[:t]) for t >= 1 (shift=1: read off the distribution at
+        t instead, a misaligned echo), and log P and id of the greedy next token."""
         import torch
 
         with self._lock, torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([prompt])).logits[0].float()
             logp = torch.log_softmax(logits, dim=-1)  # [T, V]
-            L = logp[:-1].gather(1, torch.tensor(prompt[1:])[:, None])[:, 0]
+            rows = logp[shift:len(prompt) - 1 + shift]  # [T - 1, V]
+            L = rows.gather(1, torch.tensor(prompt[1:])[:, None])[:, 0]
             return [float(x) for x in L], float(logp[-1].max()), int(logp[-1].argmax())
 
     def sample(self, prompt: list[int], n: int, max_tokens: int, temperature: float,

@@ -122,7 +122,8 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           language: str | None = None, ref_model=None, ref_tokenizer=None, backend: str = "hf",
           api_base: str | None = None,
           api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
-          api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
+          api_timeout: float = 60.0, api_retries: int = 5, api_prompt: str = "auto",
+          revision: str | None = None,
           adapter: str | None = None, ref_adapter: str | None = None,
           quantize: str | None = None, cache: str | None = None, freq: str | None = None,
           mask_model: str | None = None,
@@ -156,7 +157,11 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
         api_key_env: Environment variable holding the server's API key (never logged).
         api_concurrency: Requests in flight at once (`backend="openai"`).
         api_timeout: Seconds to wait for one answer (`backend="openai"`).
-        api_retries: Retries, with exponential backoff, after 429, 5xx or a timeout.
+        api_retries: Retries, with exponential backoff, after HTTP 429, 502-504, a
+            timeout or a refused connection (`backend="openai"`).
+        api_prompt: "auto" (token ids; text where the server refuses ids), "ids" or
+            "text" (`backend="openai"`): with text, the server's tokens are checked
+            against the tokenizer's.
         revision: Hub revision (branch, tag or commit) of `model`.
         adapter: PEFT adapter (folder or hub id) loaded onto `model`, unmerged
             (`pip install -e '.[adapters]'`); a `model` folder holding an adapter alone
@@ -212,7 +217,8 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              ref_model=None, ref_tokenizer=None,
              backend: str = "hf", api_base: str | None = None,
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
-          api_timeout: float = 60.0, api_retries: int = 5, revision: str | None = None,
+          api_timeout: float = 60.0, api_retries: int = 5, api_prompt: str = "auto",
+          revision: str | None = None,
              adapter: str | None = None, ref_adapter: str | None = None,
              quantize: str | None = None, cache: str | None = None, freq: str | None = None,
              mask_model: str | None = None,
@@ -256,7 +262,11 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
         api_key_env: Environment variable holding the server's API key (never logged).
         api_concurrency: Requests in flight at once (`backend="openai"`).
         api_timeout: Seconds to wait for one answer (`backend="openai"`).
-        api_retries: Retries, with exponential backoff, after 429, 5xx or a timeout.
+        api_retries: Retries, with exponential backoff, after HTTP 429, 502-504, a
+            timeout or a refused connection (`backend="openai"`).
+        api_prompt: "auto" (token ids; text where the server refuses ids), "ids" or
+            "text" (`backend="openai"`): with text, the server's tokens are checked
+            against the tokenizer's.
         revision: Hub revision (branch, tag or commit) of `model`.
         adapter: PEFT adapter (folder or hub id) loaded onto `model`, unmerged
             (`pip install -e '.[adapters]'`); a `model` folder holding an adapter alone

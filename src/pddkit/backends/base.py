@@ -35,6 +35,8 @@ class Capabilities:
     hidden_states: bool = True  # activations (the probe)
     local_model: bool = True  # a torch model in this process (proxy fine-tuning)
     sampling: bool = True  # sampled continuations (samia): `sample` below
+    prompt_logprobs: bool = True  # L, the log-probability of each text token (a server may not echo them)
+    first_token: bool = True  # L of a text's first token (llama-cpp-python echoes it as null)
 
     def missing(self, needs: Sequence[str]) -> list[str]:
         """Names of the capabilities in `needs` this backend lacks."""

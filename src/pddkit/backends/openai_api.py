@@ -1,10 +1,11 @@
 """The `openai` backend: prompt log-probabilities from an OpenAI-compatible server. Texts
-are tokenised here, cut to the served context, and sent as token ids (start token first, so
-the server re-tokenises nothing) to POST {api_base}/completions with echo, logprobs=1,
-max_tokens=1, temperature=0; `token_logprobs` (first entry null, last the generated token,
-both dropped) or vLLM's `prompt_logprobs` give L, after checking that the echo is the prompt
-sent (ids or token strings, and the null entry first). H and M2 need the full distribution:
-they are NaN. The HTTP side is openai_client.py.
+are tokenised here, cut to the served context, and sent to POST {api_base}/completions with
+echo, logprobs=1, max_tokens=1, temperature=0: as token ids (start token first, so the
+server re-tokenises nothing) where the server takes them, else as text, the server's tokens
+then checked against the local tokenizer's one by one. `token_logprobs` or vLLM's
+`prompt_logprobs` give L (openai_echo.py reads the layouts servers use). H and M2 need the
+full distribution: they are NaN. The capability probe (openai_probe.py) runs before the
+first text; the HTTP side is openai_client.py.
 
 `sample` (samia) asks the same endpoint for sampled continuations (n, temperature, top_p,
 top_k, max_tokens, seed): it works on a server that gives no log-probabilities at all,
@@ -16,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +27,7 @@ from pddkit import progress
 from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
 from pddkit.backends.openai_client import CompletionsClient, RefusedError, check_url, run_concurrently
+from pddkit.backends.openai_echo import NoLogprobsError, prompt_logprobs
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 
@@ -37,7 +38,6 @@ logger = logging.getLogger(__name__)
 CANARY_TEXT = ("The old lighthouse keeper counted seventeen ships before the storm, then wrote "
                "their names in a ledger that nobody has read since 1894.")
 CANARY_DECIMALS = 2  # rounded to 0.01 nats: a server's run-to-run noise keeps its key
-_TOKEN_ID = re.compile(r"^token_id:(\d+)$")  # vLLM's --return-tokens-as-token-ids
 _UNKNOWN = object()
 
 
@@ -51,111 +51,36 @@ class _TokenizerOnly:
     context_length: int | None = None
 
 
-class NoLogprobsError(PddkitError):
-    """The server gives no prompt log-probabilities (it may still sample: `samia`)."""
-
-
-def _refuse(where: str, what: str) -> PddkitError:
-    return PddkitError(f"the server at {where} {what}: it does not score the prompt pddkit "
-                       "sent (another tokenizer or model behind that name? see `tokenizer`)")
-
-
-def _matches(shown: object, token_id: int, tokenizer) -> bool:
-    """Whether an echoed token string stands for `token_id` under `tokenizer`."""
-    if not isinstance(shown, str):
-        return False
-    m = _TOKEN_ID.match(shown)
-    if m:
-        return int(m.group(1)) == token_id
-    text = tokenizer.decode([token_id])
-    if "\ufffd" in text:  # part of a character: servers show such bytes in their own ways
-        return True
-    # servers show a token raw ("Ġthe", "▁the") or decoded, alone ("the") or in context
-    # (" the"): compared without word-start marks and surrounding spaces
-    return _bare(shown) in (_bare(text), _bare(tokenizer.convert_ids_to_tokens(token_id)))
-
-
-def _bare(token: str) -> str:
-    return token.replace("\u2581", " ").replace("\u0120", " ").strip()
-
-
-def prompt_logprobs(answer: dict, prompt: Sequence[int], where: str, tokenizer=None) -> np.ndarray:
-    """log P(prompt[i]) for i >= 1 (the text's tokens after the start token) from a
-    completions answer: vLLM's choices[0].prompt_logprobs, else choices[0].logprobs. The
-    echo is checked: the null entry is the first, the ids (vLLM's keys, "token_id:N") or
-    the token strings are those sent (strings when `tokenizer` is given)."""
-    no_logprobs = NoLogprobsError(f"the server at {where} does not return prompt log-probabilities "
-                              "(echo with logprobs, or vLLM's prompt_logprobs)")
-    choices = answer.get("choices") if isinstance(answer, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise PddkitError(f"the server at {where} answered without completion choices")
-    choice, n = choices[0], len(prompt)
-    vllm = choice.get("prompt_logprobs")
-    if vllm:  # [null, {token_id: {"logprob": x, ...}, ...}, ...], one entry per prompt token
-        if len(vllm) != n:
-            raise PddkitError(f"the server at {where} returned {len(vllm)} prompt log-probabilities "
-                              f"for a prompt of {n} tokens")
-        if vllm[0] is not None:
-            raise _refuse(where, "gave a log-probability for the first prompt token (the start "
-                                 "token has none)")
-        out = []
-        for pos, (tok, entry) in enumerate(zip(prompt[1:], vllm[1:]), start=1):
-            hit = (entry.get(str(tok), entry.get(tok)) if isinstance(entry, dict) else None)
-            value = hit.get("logprob") if isinstance(hit, dict) else hit
-            if value is None:
-                raise _refuse(where, f"echoed no log-probability for id {tok} at position {pos} "
-                                     f"of {n}")
-            out.append(value)
-        return np.asarray(out, dtype=np.float32)
-    logprobs = choice.get("logprobs") or {}
-    token_logprobs = logprobs.get("token_logprobs")
-    if not token_logprobs or len(token_logprobs) <= 1:
-        raise no_logprobs
-    if len(token_logprobs) not in (n, n + 1):  # with or without the generated token
-        raise PddkitError(f"the server at {where} returned {len(token_logprobs)} log-probabilities "
-                          f"for a prompt of {n} tokens (expected {n} or {n + 1})")
-    if token_logprobs[0] is not None:
-        raise _refuse(where, "gave a log-probability for the first echoed token (the start "
-                             "token has none, so its echo is not the prompt sent)")
-    tokens = logprobs.get("tokens")
-    if tokenizer is not None and tokens:
-        if len(tokens) != len(token_logprobs):
-            raise _refuse(where, f"echoed {len(tokens)} tokens with {len(token_logprobs)} "
-                                 "log-probabilities")
-        raw = tokenizer.convert_ids_to_tokens([int(t) for t in prompt])
-        for pos, (shown, tok, own) in enumerate(zip(tokens, prompt, raw)):
-            if shown != own and not _matches(shown, int(tok), tokenizer):
-                raise _refuse(where, f"echoed {shown!r} at position {pos} of {n} where id {tok} "
-                                     f"({tokenizer.decode([int(tok)])!r}) was sent")
-    values = token_logprobs[1:n]
-    if any(v is None for v in values):
-        raise no_logprobs
-    return np.asarray(values, dtype=np.float32)
-
-
 @register_backend("openai")
 class OpenAIBackend:
     """A model served behind an OpenAI-compatible /v1/completions endpoint, with its
     tokenizer loaded here."""
 
+    # what such a server may give; the probe narrows it per server (`server`)
     capabilities = Capabilities(full_distribution=False, hidden_states=False, local_model=False,
                                 sampling=True)
+    probes = True  # the engine probes it before planning (engine/run.py)
+    canary_text = CANARY_TEXT
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("api_base", "tokenizer", "api_key_env", "api_concurrency", "api_timeout",
-               "api_retries", "max_length", "local_files_only", "trust_remote_code")
+               "api_retries", "api_prompt", "max_length", "local_files_only", "trust_remote_code")
 
     def __init__(self, model: str, api_base: str, tokenizer, *,
                  api_key_env: str | None = "OPENAI_API_KEY", concurrency: int = 8,
                  timeout: float = 60.0, max_retries: int = 5, max_length: int | None = None,
-                 backoff: float = 0.5, seed: int = 0, spec: BackendSpec | None = None) -> None:
+                 backoff: float = 0.5, seed: int = 0, spec: BackendSpec | None = None,
+                 prompt_form: str = "auto") -> None:
         from pddkit.backends.hf_loading import start_token_id
+        from pddkit.backends.openai_probe import PROMPT_FORMS
 
         api_base = check_url(api_base)
         checks = [(concurrency >= 1, f"concurrency must be at least 1, not {concurrency}"),
                   (timeout > 0, f"timeout must be positive, not {timeout}"),
                   (max_retries >= 0, f"max_retries must be 0 or more, not {max_retries}"),
                   (max_length is None or max_length >= 2,
-                   f"max_length {max_length} leaves no room for a text token after the start token")]
+                   f"max_length {max_length} leaves no room for a text token after the start token"),
+                  (prompt_form in PROMPT_FORMS,
+                   f"`api_prompt` must be one of {', '.join(PROMPT_FORMS)}, not {prompt_form!r}")]
         for ok, message in checks:
             if not ok:
                 raise PddkitError(message)
@@ -175,6 +100,9 @@ class OpenAIBackend:
                                         timeout=timeout, max_retries=max_retries,
                                         backoff=backoff, api_key=key)
         self._spec = spec
+        self.prompt_form = prompt_form
+        self._probe = None  # openai_probe.ServerProbe, found before the first text
+        self._probing = threading.Lock()  # concurrent requests wait for the one probe
         self._fingerprint: str | None = None
         self._served = _UNKNOWN  # the served context (GET /models), asked once
 
@@ -185,9 +113,9 @@ class OpenAIBackend:
     @classmethod
     def load(cls, model: str, *, api_base: str | None = None, tokenizer: str | None = None,
              api_key_env: str | None = "OPENAI_API_KEY", api_concurrency: int = 8,
-             api_timeout: float = 60.0, api_retries: int = 5, max_length: int | None = None,
-             local_files_only: bool = False, trust_remote_code: bool = False,
-             role: str = "model") -> OpenAIBackend:
+             api_timeout: float = 60.0, api_retries: int = 5, api_prompt: str = "auto",
+             max_length: int | None = None, local_files_only: bool = False,
+             trust_remote_code: bool = False, role: str = "model") -> OpenAIBackend:
         """`model` is the served model's name; its tokenizer is loaded from `tokenizer`
         (a directory or hub id, default: the model name)."""
         from pddkit.backends.hf_loading import load_tokenizer
@@ -197,14 +125,15 @@ class OpenAIBackend:
                               "server's URL (e.g. http://127.0.0.1:8000/v1)")
         options = {"api_base": api_base, "tokenizer": tokenizer, "api_key_env": api_key_env,
                    "api_concurrency": api_concurrency, "api_timeout": api_timeout,
-                   "api_retries": api_retries, "max_length": max_length,
+                   "api_retries": api_retries, "api_prompt": api_prompt, "max_length": max_length,
                    "local_files_only": local_files_only, "trust_remote_code": trust_remote_code,
                    "role": role}
         tok = load_tokenizer(tokenizer or model, trust_remote_code=trust_remote_code,
                              local_files_only=local_files_only)
         return cls(model, api_base, tok, api_key_env=api_key_env, concurrency=api_concurrency,
                    timeout=api_timeout, max_retries=api_retries, max_length=max_length,
-                   spec=BackendSpec("openai", model, tuple(sorted(options.items()))))
+                   spec=BackendSpec("openai", model, tuple(sorted(options.items()))),
+                   prompt_form=api_prompt)
 
     @classmethod
     def from_spec(cls, spec: BackendSpec) -> OpenAIBackend:
@@ -217,10 +146,10 @@ class OpenAIBackend:
         return self._spec
 
     def fingerprint(self) -> str:
-        """The URL, served name, tokenizer, start token and statistics format, and the
-        canary: the served model's rounded log-probabilities of CANARY_TEXT, asked once per
-        backend (one request per run), so that another checkpoint served under the same
-        name gets another key."""
+        """The URL, served name, tokenizer, start token, statistics format, and the canary:
+        the prompt form and echo layout the probe found and the served model's rounded
+        log-probabilities of the probe's tokens (no request beyond the probe's), so that
+        another checkpoint served under the same name gets another key."""
         if self._fingerprint is None:
             from pddkit.cache.fingerprint import fingerprint_of, tokenizer_digest
 
@@ -231,19 +160,61 @@ class OpenAIBackend:
                 "canary": self.canary()})
         return self._fingerprint
 
-    def canary(self) -> list[float]:
-        """The prompt log-probabilities of CANARY_TEXT under the served model, rounded to
-        CANARY_DECIMALS."""
+    @property
+    def server(self):
+        """What the server takes and gives (openai_probe.ServerProbe), probed once, before
+        the first text is sent; narrows `capabilities` to what this server gives."""
+        with self._probing:
+            if self._probe is None:
+                from dataclasses import replace
+
+                from pddkit.backends.openai_probe import probe
+
+                found = probe(self, self.prompt_form)
+                logger.info("%s", found.summary(self.api_base))
+                self.capabilities = replace(type(self).capabilities,
+                                            prompt_logprobs=found.prompt_logprobs,
+                                            first_token=found.first_token)
+                self._probe = found
+        return self._probe
+
+    def server_notices(self) -> list[str]:
+        """What the probe found that changes what is scored, one line each (results.json)."""
+        found, where = self.server, self.client.url
+        lines = []
+        if found.ids_refused:
+            lines.append(f"the server at {where} refused token-id prompts ({found.ids_refused}): "
+                         "texts were sent as text and the server's tokens checked against "
+                         "the tokenizer's, token by token")
+        if found.prompt_logprobs and not found.first_token:
+            lines.append(f"the server at {where} gives no log-probability for a text's first "
+                         "token (it echoes that token's as null, as llama-cpp-python does): "
+                         "each text is scored from its second token, the first kept as context")
+        return lines
+
+    def _prompt(self, prefix: Sequence[int], seq: Sequence[int]):
+        """What is sent for [start] + prefix + seq in the server's prompt form."""
+        from pddkit.backends.openai_probe import text_prompt
+
+        found = self.server
+        if found.prompt_form == "ids":
+            return [self.start_id, *map(int, prefix), *map(int, seq)]
+        return text_prompt(self, prefix, seq, found.start == "server")
+
+    def canary(self) -> list:
+        """What the probe found of the served model: the prompt form, start token and echo
+        layout, and the log-probabilities the server echoed for the probe's tokens (the
+        start of CANARY_TEXT) rounded to CANARY_DECIMALS; a server that only samples gives
+        its greedy continuation of CANARY_TEXT instead (one request)."""
+        found = self.server
+        head = [found.prompt_form, found.start, found.echo]
+        if found.echoed is not None:
+            return [*head, *(round(x, CANARY_DECIMALS) + 0.0 for x in found.echoed)]  # no -0.0
         ids = self.encode([CANARY_TEXT], ["the canary text"], what="canary").ids[0]
-        try:
-            L = self._stats(ids, False, random.Random(self.seed), None).L
-        except NoLogprobsError:  # a server that only samples (samia): its greedy continuation
-            ids = ids[:max(1, len(ids) - 8)]  # room for the 8 tokens in a short served context
-            answer = self.client.post({"model": self.name, "prompt": [self.start_id, *ids],
-                                       "max_tokens": 8, "temperature": 0, "n": 1, "seed": 0},
-                                      random.Random(self.seed))
-            return ["greedy", *_texts(answer, self.client.url)]
-        return [round(float(x), CANARY_DECIMALS) + 0.0 for x in L]  # + 0.0: no -0.0
+        ids = ids[:max(1, len(ids) - 8)]  # room for the 8 tokens in a short served context
+        answer = self.client.post({"model": self.name, "prompt": self._prompt((), ids),
+                                   "max_tokens": 8, "temperature": 0}, random.Random(self.seed))
+        return [*head, "greedy", *_texts(answer, self.client.url)]
 
     def context_length(self) -> int | None:
         """The tokens a prompt may hold, start token included: the context the server
@@ -300,6 +271,7 @@ class OpenAIBackend:
         out: list[TokenStats | None] = [None] * len(seqs)
         if not seqs:
             return []
+        _ = self.server  # the probe, here and once, before the concurrent requests
         bar = progress.bar(total=sum(len(s) for s in seqs), desc=desc, unit="tok")
         lock = threading.Lock()
 
@@ -317,15 +289,30 @@ class OpenAIBackend:
 
     def _stats(self, seq: list[int], truncated: bool, rng: random.Random,
                stop: threading.Event | None, prefix: Sequence[int] = ()) -> TokenStats:
+        """The statistics of `seq` (after [start] + prefix): L from the echo; a server that
+        gives no log-probability for the first prompt token after the start token (probe:
+        `first_token`) scores the text from its second token when there is no prefix."""
+        found = self.server
+        if not found.prompt_logprobs:
+            raise NoLogprobsError(f"the server at {self.client.url} returns no log-probabilities "
+                                  f"of the prompt's tokens ({found.no_echo_reason}): only methods "
+                                  "reading sampled continuations (samia) can run on it")
+        if found.prompt_form == "text" and truncated:  # a text can hold no part of a character
+            seq = whole_characters(self.tokenizer, seq)
         nan = np.full(len(seq), np.nan, dtype=np.float32)
         if not seq:  # nothing to score (encode never gives one)
             return TokenStats(np.zeros(0, dtype=np.int64), nan, nan, nan.copy(), truncated)
-        prompt = [self.start_id, *prefix, *seq]
-        payload = {"model": self.name, "prompt": prompt, "echo": True,
+        meant = [self.start_id, *prefix, *seq]
+        payload = {"model": self.name, "prompt": self._prompt(prefix, seq), "echo": True,
                    "logprobs": 1, "max_tokens": 1, "temperature": 0}
         answer = self.client.post(payload, rng, stop)
-        L = prompt_logprobs(answer, prompt, self.client.url, self.tokenizer)[len(prefix):]
-        return TokenStats(np.asarray(seq, dtype=np.int64), L, nan, nan.copy(), truncated)
+        L = prompt_logprobs(answer, meant, self.client.url, self.tokenizer,
+                            layout=found.echo if found.echo != "prompt_logprobs" else "full",
+                            text_form=found.prompt_form == "text")[len(prefix):]
+        ids = np.asarray(seq, dtype=np.int64)
+        if np.isnan(L[0]):  # the first token's log-probability was not given: context
+            ids, L, nan = ids[1:], L[1:], nan[1:]
+        return TokenStats(ids, L, nan, nan.copy(), truncated)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids))
@@ -334,15 +321,17 @@ class OpenAIBackend:
                temperature: float, max_new_tokens: int | None, seeds: Sequence[int],
                names: Sequence[str] | None = None):
         """`n` continuations of each prompt (backends.sampling.Sampled): POST /completions
-        with the prompt as ids (start token first), n, temperature, top_p, top_k, max_tokens
-        (prompt + continuation at most 1024 tokens and the served context, or
-        `max_new_tokens`) and the text's seed. A server that returns fewer than n choices
-        is asked again for the rest (seed + 1, + 2, ...); a server that refuses top_k is
-        asked without it (sampling from the whole distribution): one notice each, nothing
-        lost. A server that accepts top_k and silently ignores it cannot be told apart."""
+        with the prompt in the server's form (ids, start token first, or text), n,
+        temperature, top_p, top_k, max_tokens (prompt + continuation at most 1024 tokens
+        and the served context, or `max_new_tokens`) and the text's seed. A server that
+        returns fewer than n choices is asked again for the rest (seed + 1, + 2, ...); a
+        server that refuses top_k is asked without it (sampling from the whole
+        distribution): one notice each, nothing lost. A server that accepts top_k and
+        silently ignores it cannot be told apart."""
         from pddkit.backends.sampling import Sampled, continuation_budget
 
         names = list(names) if names is not None else [f"prompt {i + 1}" for i in range(len(prompts))]
+        _ = self.server  # the probe, here and once, before the concurrent requests
         enc = self.encode(prompts, names, what="sampling prompts")
         served = self.context_length()
         context = None if served is None else served + 1  # context_length() keeps one for the answer
@@ -352,8 +341,8 @@ class OpenAIBackend:
         bar = progress.bar(total=len(prompts), desc="sampling", unit="text")
 
         def one(i: int, stop: threading.Event) -> None:
-            prompt = [self.start_id, *map(int, enc.ids[i])]
-            budget = continuation_budget(len(prompt), context, max_new_tokens)
+            prompt = self._prompt((), enc.ids[i])
+            budget = continuation_budget(len(enc.ids[i]) + 1, context, max_new_tokens)
             texts: list[str] = []
             rng, extra = random.Random(seeds[i]), 0
             while budget and len(texts) < n:
@@ -393,6 +382,16 @@ class OpenAIBackend:
                            f"the n={n} asked for (it ignores n): pddkit asked "
                            f"{state['again']} more times, so every text has its {n}")
         return Sampled(tuple(out), tuple(notices))  # type: ignore[arg-type]
+
+
+def whole_characters(tokenizer, seq: list[int], most: int = 3) -> list[int]:
+    """`seq` (a text cut to the context) without the last tokens that hold only part of a
+    character (a byte-level tokenizer cut mid-character): sent as text, such a part cannot
+    be written, so those tokens (at most `most`) are left unscored."""
+    for k in range(min(most, len(seq) - 1) + 1):
+        if not tokenizer.decode(seq[:len(seq) - k]).endswith("\ufffd"):
+            return seq[:len(seq) - k]
+    return seq
 
 
 def _texts(answer, where: str) -> list[str]:

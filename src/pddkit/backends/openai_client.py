@@ -1,12 +1,19 @@
 """The HTTP side of the `openai` backend: POST {api_base}/completions with retries, GET
 {api_base}/models for the served context, and a stop flag that ends every retry loop as
-soon as one request has failed for good (no minutes of retries after the fatal error)."""
+soon as one request has failed for good (no minutes of retries after the fatal error).
+
+Retried: what can pass on a second try (connection refused or reset, HTTP 429, 502, 503,
+504, timeouts). Not retried: every other answer, a request the server refused (4xx, or a
+5xx whose body is a request-validation error, as llama-cpp-python answers a prompt of token
+ids) is a RefusedError quoting the server's reason, which the caller turns into a fallback
+(text prompts) or one sentence saying what the user can do."""
 
 from __future__ import annotations
 
 import json
 import logging
 import random
+import re
 import threading
 import time
 import urllib.error
@@ -56,13 +63,18 @@ class StoppedError(Exception):
     """A request given up because another one failed for good (never shown to users)."""
 
 
-class RefusedError(PddkitError):
-    """HTTP 4xx (not 401, 403, 404, 429): the server refused the request as sent; `detail`
-    is its message (the sampler retries without a parameter the server names)."""
+RETRIED = frozenset({429, 502, 503, 504})  # HTTP statuses a second attempt may pass
 
-    def __init__(self, message: str, code: int, detail: str) -> None:
+
+class RefusedError(PddkitError):
+    """The server refused the request as sent (HTTP 4xx other than 401, 403, 404, 429; or a
+    5xx that no retry mends): `detail` is its message (": reason"), `validation` whether the
+    body is a request-validation error (a field of the request has a type or value the
+    server does not take: the caller may send another form)."""
+
+    def __init__(self, message: str, code: int, detail: str, validation: bool = False) -> None:
         super().__init__(message)
-        self.code, self.detail = code, detail
+        self.code, self.detail, self.validation = code, detail, validation
 
 
 def check_url(api_base: str) -> str:
@@ -82,7 +94,8 @@ def check_url(api_base: str) -> str:
 @dataclass(frozen=True)
 class CompletionsClient:
     """POST {api_base}/completions with retries (exponential backoff with jitter) on HTTP
-    429 and 5xx, connection errors and timeouts; every other failure is one sentence."""
+    429, 502, 503 and 504, connection errors and timeouts; every other failure is one
+    sentence (RefusedError for a request the server refused)."""
 
     api_base: str
     model: str
@@ -147,9 +160,10 @@ class CompletionsClient:
                     return json.loads(answer)
                 except ValueError:
                     raise PddkitError(f"the server at {where} answered with something that is "
-                                      "not JSON") from None
+                                      "not JSON: is it an OpenAI-compatible server, and does "
+                                      "`api_base` end in /v1?") from None
             except urllib.error.HTTPError as e:
-                detail = _error_detail(e)
+                detail, validation = _error_detail(e)
                 e.close()
                 if e.code in (401, 403):
                     var = self.api_key_env or "the API key variable"
@@ -160,11 +174,19 @@ class CompletionsClient:
                                       f"set {var}") from None
                 if e.code == 404:
                     raise PddkitError(f"model {self.model} or the completions endpoint was not "
-                                      f"found at {where} (HTTP 404)") from None
-                if e.code != 429 and not 500 <= e.code < 600:
-                    raise RefusedError(self._say(f"the server at {where} refused the request "
-                                                 f"(HTTP {e.code}{detail})"), e.code,
-                                       self._say(detail)) from None
+                                      f"found at {where} (HTTP 404{detail}): is `api_base` the "
+                                      "server's /v1 address, and the model the name it serves?"
+                                      ) from None
+                if e.code in (405, 501):
+                    raise PddkitError(f"the server at {where} does not take POST "
+                                      f"/completions (HTTP {e.code}{detail}): is it an "
+                                      "OpenAI-compatible completions server, and does "
+                                      "`api_base` end in /v1?") from None
+                if e.code not in RETRIED:
+                    what = "refused the request" if e.code < 500 or validation else "failed"
+                    raise RefusedError(self._say(f"the server at {where} {what} (HTTP "
+                                                 f"{e.code}{detail})"), e.code,
+                                       self._say(detail), validation) from None
                 failure = f"HTTP {e.code}"
                 retry_after = _seconds(e.headers.get("Retry-After") if e.headers else None)
                 last = PddkitError(self._say(f"the server at {where} answered HTTP {e.code} "
@@ -196,19 +218,49 @@ class CompletionsClient:
         raise last
 
 
-def _error_detail(e: urllib.error.HTTPError) -> str:
-    """': <the server's message>' (first line, short), or '' when it gave none."""
+def _error_detail(e: urllib.error.HTTPError) -> tuple[str, bool]:
+    """(': <the server's reason>', whether it is a request-validation error); ('', False)
+    when the body says nothing."""
     try:
         body = e.read().decode("utf-8", "replace").strip()
     except (OSError, HTTPException):
-        return ""
+        return "", False
+    return error_reason(body)
+
+
+# a request-validation error as pydantic (llama-cpp-python, FastAPI) or vLLM words it
+_VALIDATION = re.compile(r"validation error|Input should be|field required|BadRequestError|"
+                         r"value is not a valid|type=\w+_type", re.IGNORECASE)
+
+
+def error_reason(body: str) -> tuple[str, bool]:
+    """The reason an error body gives, short enough for one sentence (OpenAI's
+    {"error": {"message"}}, FastAPI's {"detail": [{"loc", "msg"}]}, pydantic's "N
+    validation errors for X / field / message" text; at most 300 characters), and whether
+    it is a request-validation error."""
+    text = body
     try:
-        err = json.loads(body).get("error", body)
-        body = str(err.get("message", err) if isinstance(err, dict) else err)
-    except (ValueError, AttributeError):
-        pass
-    first = body.splitlines()[0][:200] if body else ""
-    return f": {first}" if first else ""
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message", body)))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        if isinstance(err, list):  # FastAPI: [{"loc": [...], "msg": "...", "type": ...}, ...]
+            parts = [f"{'.'.join(map(str, x.get('loc', ())))}: {x.get('msg', '')}"
+                     if isinstance(x, dict) else str(x) for x in err[:2]]
+            err = f"{len(err)} validation error{'s' if len(err) != 1 else ''}: " + "; ".join(parts)
+        text = str(err)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if len(lines) > 1 and re.match(r"\d+ validation errors? for", lines[0]):
+        # pydantic: "82 validation errors for X", then field lines and their messages
+        message = re.sub(r" \[type=.*$", "", lines[2]) if len(lines) > 2 else ""
+        text = f"{lines[0]}: {lines[1]}: {message}"
+    else:
+        text = lines[0] if lines else ""
+    text = text[:300].rstrip(" :")
+    return (f": {text}" if text else ""), bool(_VALIDATION.search(body))
 
 
 def _seconds(value: str | None) -> float | None:

@@ -85,7 +85,12 @@ RUN_OPTIONS = [
     click.option("--api-timeout", type=float, default=60.0, show_default=True,
         help="Seconds to wait for one answer (--backend openai)."),
     click.option("--api-retries", type=int, default=5, show_default=True,
-        help="Retries, with exponential backoff, after 429, 5xx or a timeout (--backend openai)."),
+        help="Retries, with exponential backoff, after HTTP 429, 502-504, a timeout or a "
+             "refused connection (--backend openai)."),
+    click.option("--api-prompt", default="auto", show_default=True,
+        type=click.Choice(["auto", "ids", "text"]),
+        help="Prompts as token ids, or as text that the server tokenises (its tokens are then "
+             "checked against --tokenizer's); auto: ids, text where the server refuses ids."),
     click.option("--tokenizer", default=None,
         help="Tokenizer (directory or hub id) of the served model [default: --model]."),
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
@@ -186,7 +191,8 @@ RUN_OPTIONS = [
 RUN_SECTIONS = (
     ("Model", ("--model", "--revision", "--adapter", "--tokenizer", "--quantize", "--dtype",
                "--trust-remote-code", "--local-files-only", "--backend", "--api-base",
-               "--api-key-env", "--api-concurrency", "--api-timeout", "--api-retries")),
+               "--api-key-env", "--api-concurrency", "--api-timeout", "--api-retries",
+               "--api-prompt")),
     ("Data", ("--data", "--benchmark", "--data-dir", "--text-field", "--label-field",
               "--id-field", "--group-field", "--subset-field", "--data-split", "--language",
               "--on-invalid", "--limit", "--split-words", "--max-texts", "--max-length")),

@@ -18,6 +18,7 @@ logger = logging.getLogger("pddkit")
              sections=options.RUN_SECTIONS)
 @options.apply(options.RUN_OPTIONS)
 def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
+        api_prompt,
         tokenizer, revision, adapter, quantize, cache, engine, ray_address, actors, gpus_per_actor,
         limit, ref_model, ref_adapter,
         freq, data, benchmark, data_dir, text_field, label_field, id_field, group_field,
@@ -51,7 +52,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     config = RunConfig(model=model, methods=methods, ref_model=ref_model, freq=freq,
                        backend=backend, api_base=api_base, api_key_env=api_key_env,
                        api_concurrency=api_concurrency, api_timeout=api_timeout,
-                       api_retries=api_retries,
+                       api_retries=api_retries, api_prompt=api_prompt,
                        tokenizer=tokenizer, revision=revision, adapter=adapter,
                        ref_adapter=ref_adapter, quantize=quantize, cache=cache, engine=engine,
                        ray_address=ray_address, actors=actors, gpus_per_actor=gpus_per_actor,

@@ -35,7 +35,8 @@ class RunConfig:
     api_key_env: str | None = "OPENAI_API_KEY"  # the variable holding the API key (never stored)
     api_concurrency: int = 8  # requests in flight at once
     api_timeout: float = 60.0  # seconds to wait for one answer
-    api_retries: int = 5  # retries of a request that failed with 429, 5xx or a timeout
+    api_retries: int = 5  # retries of a request that failed with 429, 502-504, a timeout or no connection
+    api_prompt: str = "auto"  # prompts as token ids or text: "auto" (ids, text where refused), "ids", "text"
     cache: str | None = None  # statistics cache directory (content-addressed, resumable)
     engine: str = "local"  # where the statistics passes run: "local" or "ray"
     ray_address: str | None = None  # an existing Ray cluster (default: start a local one)
@@ -105,6 +106,8 @@ class RunConfig:
             (self.api_concurrency >= 1, f"`api_concurrency` must be at least 1, not {self.api_concurrency}"),
             (self.api_timeout > 0, f"`api_timeout` must be positive, not {self.api_timeout}"),
             (self.api_retries >= 0, f"`api_retries` must be 0 or more, not {self.api_retries}"),
+            (self.api_prompt in ("auto", "ids", "text"),
+             f"`api_prompt` must be auto, ids or text, not {self.api_prompt!r}"),
             (self.backend != "openai" or bool(self.api_base),
              "the openai backend needs `api_base`, the server's URL (e.g. http://127.0.0.1:8000/v1)"),
             (not self.api_base or "openai" in (self.backend, self.ref_backend),

@@ -73,6 +73,23 @@ def capabilities_of(config: RunConfig, model=None):
     return given if given is not None else get_backend(config.backend).capabilities
 
 
+def probed_target(config: RunConfig, notices: list[str]):
+    """The target's backend, loaded now, when its kind probes a server (openai): the probe
+    says in one line what the server takes and gives, before any text is sent, and the
+    plan is made with what this server gives (a method it cannot serve is one notice or
+    one sentence, not a failure after minutes); None for other kinds (loaded later)."""
+    from pddkit.backends import get_backend
+
+    cls = get_backend(config.backend)
+    if not getattr(cls, "probes", False):
+        return None
+    backend = cls.load(config.model, role="model", **{k: getattr(config, k) for k in cls.OPTIONS})
+    for line in backend.server_notices():  # the probe runs here
+        logger.warning(line)
+        notices.append(line)
+    return backend
+
+
 def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                 val_dataset: Dataset | None = None,
                 on_scored: Callable[[RunResult], None] | None = None) -> RunResult:
@@ -94,6 +111,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 
         dataset = split_documents(dataset, config.split_words, config.max_texts)
     notices: list[str] = []
+    model_given = model is not None
+    if model is None:  # a served model: what it gives is asked before anything is planned
+        model = probed_target(config, notices)
     plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
                      capabilities_of(config, model), notices, language=dataset.language)
     if config.documents:
@@ -143,7 +163,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     if dataset.labelled and config.blind:
         blind_skip = unfit_reason(dataset)
         if blind_skip is None:  # a skip is said once the scores stand (run_stages)
-            blind = BlindJob.start(dataset, config, test_idx, model_given=model is not None)
+            blind = BlindJob.start(dataset, config, test_idx, model_given=model_given)
     try:
         opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,

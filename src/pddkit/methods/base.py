@@ -65,6 +65,7 @@ REQUIREMENTS = {
     "hidden_states": "hidden states",
     "local_model": "a local model",
     "sampling": "sampled continuations",
+    "first_token": "the log-probability of a text's first token",
 }
 
 # what the texts' script must have for a method that `text_requires` it, whatever the backend
@@ -201,6 +202,9 @@ def unmet(spec: MethodSpec, capabilities) -> str | None:
     given); None = everything is given."""
     if capabilities is None:
         return None
+    if spec.reads_target and not getattr(capabilities, "prompt_logprobs", True):
+        return (f"skipping {spec.name}: the server returns no log-probabilities of the text's "
+                "tokens (only methods reading sampled continuations, such as samia, can run on it)")
     missing = [r for r in REQUIREMENTS if r in spec.requires and not getattr(capabilities, r, True)]
     if not missing:
         return None

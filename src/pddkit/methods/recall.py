@@ -132,7 +132,8 @@ def conrecall_fallback(obs: Observation, *, shots: int = 7, gamma: float = 0.5,
     return _fallback(obs, SHOT_ROLES["conrecall"], shots, variant)
 
 
-@register_method("recall", needs=(Need.SHOTS,), paper="Xie et al. 2024", named_only=True,
+@register_method("recall", needs=(Need.SHOTS,), requires=("first_token",), paper="Xie et al. 2024",
+                 named_only=True,
                  fallback=recall_fallback,
                  cost="+1 pass over the texts (the shots' prefix computed once)",
                  summary="LL(x | non-member shots) / LL(x)")
@@ -148,7 +149,8 @@ def recall(obs: Observation, *, shots: int = 7, variant: str = "pddkit") -> floa
     return _given(obs, "nonmember", shots, variant, own) / _denominator(own)
 
 
-@register_method("conrecall", needs=(Need.SHOTS,), paper="Wang et al. 2024", named_only=True,
+@register_method("conrecall", needs=(Need.SHOTS,), requires=("first_token",),
+                 paper="Wang et al. 2024", named_only=True,
                  fallback=conrecall_fallback,
                  grid=Grid({"gamma": GAMMA_GRID}, conrecall_grid, per_text=True),
                  cost="+2 passes over the texts (member and non-member prefixes, each once)",
