@@ -11,8 +11,18 @@ STAMP := $(VENV)/.installed
 TEST_WORKERS ?= 2
 # NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 on every build
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+# a real OpenAI-compatible server for the tests (tests/test_llama_server.py): llama-cpp-python
+# built from its source distribution (about 10-15 minutes on 2 cores the first time; pip keeps
+# the wheel in its cache after that), and llama.cpp's own GGUF converter from that same
+# source distribution, unpacked beside it
+LLAMA_CPP := 0.3.36
+SERVER_STAMP := $(VENV)/.server-installed
+CONVERTER := $(VENV)/llama-convert
+# GGML_NATIVE=OFF: a wheel that runs on any x86-64 machine sharing pip's cache; no
+# multimodal library, no downloads from llama.cpp's own code
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF
 
-.PHONY: install demo test fast lint bench clean browser docs docs-serve
+.PHONY: install server demo test fast lint bench clean browser docs docs-serve
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,6 +34,20 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+$(SERVER_STAMP): $(STAMP)
+	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+	  $(BIN)/pip install -q "llama-cpp-python[server]==$(LLAMA_CPP)" sentencepiece
+	rm -rf $(CONVERTER) $(VENV)/llama-sdist && mkdir -p $(CONVERTER)
+	$(BIN)/pip download -q --no-deps --no-binary :all: "llama-cpp-python==$(LLAMA_CPP)" -d $(VENV)/llama-sdist
+	tar -xzf $(VENV)/llama-sdist/llama_cpp_python-$(LLAMA_CPP).tar.gz -C $(CONVERTER) \
+	  --strip-components=3 llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/convert_hf_to_gguf.py \
+	  llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/conversion \
+	  llama_cpp_python-$(LLAMA_CPP)/vendor/llama.cpp/gguf-py
+	rm -rf $(VENV)/llama-sdist
+	touch $(SERVER_STAMP)
+
+server: $(SERVER_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/pddkit sandbox --output demo-output --overwrite --methods $(DEMO_METHODS)
 
@@ -34,7 +58,7 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
 	  || echo "could not install chromium: the browser test will be skipped outside CI"; }
 
-test: $(STAMP) browser
+test: $(STAMP) $(SERVER_STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(MKDOCS) build --strict --quiet
 	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile

@@ -209,7 +209,8 @@ class OpenAIBackend:
         found = self.server
         head = [found.prompt_form, found.start, found.echo]
         if found.echoed is not None:
-            return [*head, *(round(x, CANARY_DECIMALS) + 0.0 for x in found.echoed)]  # no -0.0
+            return [*head, *(None if np.isnan(x) else round(x, CANARY_DECIMALS) + 0.0  # no -0.0
+                             for x in found.echoed)]
         ids = self.encode([CANARY_TEXT], ["the canary text"], what="canary").ids[0]
         ids = ids[:max(1, len(ids) - 8)]  # room for the 8 tokens in a short served context
         answer = self.client.post({"model": self.name, "prompt": self._prompt((), ids),

@@ -233,6 +233,9 @@ _VALIDATION = re.compile(r"validation error|Input should be|field required|BadRe
                          r"value is not a valid|type=\w+_type", re.IGNORECASE)
 
 
+_PYDANTIC_DICT = re.compile(r"'loc': \(([^)]*)\), 'msg': '([^']*)'")
+
+
 def error_reason(body: str) -> tuple[str, bool]:
     """The reason an error body gives, short enough for one sentence (OpenAI's
     {"error": {"message"}}, FastAPI's {"detail": [{"loc", "msg"}]}, pydantic's "N
@@ -253,7 +256,12 @@ def error_reason(body: str) -> tuple[str, bool]:
             err = f"{len(err)} validation error{'s' if len(err) != 1 else ''}: " + "; ".join(parts)
         text = str(err)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if len(lines) > 1 and re.match(r"\d+ validation errors? for", lines[0]):
+    first = _PYDANTIC_DICT.search(text)
+    if len(lines) > 1 and re.match(r"\d+ validation errors?:?$", lines[0]) and first:
+        # llama-cpp-python: "14 validation errors:", then one dict per error
+        loc = ".".join(x.strip(" '") for x in first.group(1).split(",") if x.strip(" '"))
+        text = f"{lines[0].rstrip(':')}, the first: {loc}: {first.group(2)}"
+    elif len(lines) > 1 and re.match(r"\d+ validation errors? for", lines[0]):
         # pydantic: "82 validation errors for X", then field lines and their messages
         message = re.sub(r" \[type=.*$", "", lines[2]) if len(lines) > 2 else ""
         text = f"{lines[0]}: {lines[1]}: {message}"

@@ -70,7 +70,11 @@ class ServerProbe:
         return self.echo in ("prompt_logprobs", "full")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Plain JSON values (a log-probability not given is None)."""
+        out = asdict(self)
+        if self.echoed is not None:
+            out["echoed"] = [None if x != x else x for x in self.echoed]  # NaN -> None
+        return out
 
     def summary(self, where: str) -> str:
         """One line for the log."""
@@ -82,7 +86,7 @@ class ServerProbe:
         else:
             parts.append(f"prompt log-probabilities: yes ({self.echo}"
                          + ("" if self.first_token else ", none for a text's first token") + ")")
-        if self.alignment_gap is not None:
+        if self.alignment_gap is not None and self.echo is not None:
             parts.append(f"echo aligned with generation: within {self.alignment_gap:.1e} nats")
         parts.append(f"top log-probabilities: {self.top_logprobs if self.top_logprobs else 'no'}")
         parts.append(f"n: {_yes(self.n)}, seed: {_yes(self.seed)}")
@@ -131,6 +135,16 @@ def probe(backend, form: str = "auto") -> ServerProbe:
 
     # (2) the echo: its layout, the server's tokens, and (3) its alignment
     echo, reason, gap = probe_.echo(text, lp_gen)
+    if echo is None and gap is not None and chosen == "text" and probe_.server_start:
+        # misaligned, as a server adding no start token of its own answers a prompt without
+        # one (llama-cpp-python): the tokenizer said it would add one; pddkit sends it
+        retry = _Probe(backend, chosen, False, ids, rng)
+        text2, lp_gen2, _ = generated(retry.post(ids, logprobs=1), where)
+        found = retry.echo(text2, lp_gen2)
+        if found[0] is not None:
+            logger.info("the server at %s adds no start token to a text prompt (its echo was "
+                        "misaligned without one): pddkit sends it", where)
+            probe_, (echo, reason, gap) = retry, found
     top, n, seed = probe_.options()
     return ServerProbe(prompt_form=chosen, ids_refused=ids_refused,
                        start="server" if (chosen == "text" and probe_.server_start) else "sent",
@@ -214,9 +228,9 @@ class _Probe:
         gap = self.alignment(answer, layout, gen_text, lp_gen)
         if gap is not None and gap > ALIGNMENT_TOLERANCE:
             return None, (f"its echoed log-probabilities are not the model's: the token it "
-                          f"generated, {gen_text!r}, has {gap:.2f} nats between its echo and "
-                          "its generation (each echoed token paired with another position's "
-                          "distribution)"), gap
+                          f"generated, {gen_text!r}, is {gap:.2f} nats apart in its echo and in "
+                          "its generation, as when each echoed token is paired with another "
+                          "position's distribution"), gap
         return layout, "", gap
 
     def layout(self, answer: dict) -> str | None:

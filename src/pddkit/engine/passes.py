@@ -278,4 +278,6 @@ def describe(backend: Backend) -> dict:
     inner = _inner(backend)
     info = {"name": backend.name, "backend": getattr(inner, "kind", "?")}
     info.update({k: v for k, v in _facts(backend).items() if k != "vocab_fingerprint"})
+    if hasattr(inner, "server"):  # a served model: what its capability probe found
+        info["server"] = inner.server.to_dict()
     return info
