@@ -146,7 +146,9 @@ class FakeOpenAIServer:
             greedy = None
             if body.get("logprobs") and b.mode not in NO_LOGPROBS and float(body.get("temperature", 1)) == 0:
                 _, gen_lp, gen_id = self.score(prompt)  # the generated token's own log-probability
-                greedy = {"tokens": [self.tokenizer.decode([gen_id])], "token_logprobs": [gen_lp],
+                # the token raw, as a vocabulary entry ("Ġthe"; some servers show it so)
+                greedy = {"tokens": self.tokenizer.convert_ids_to_tokens([gen_id]),
+                          "token_logprobs": [gen_lp],
                           "top_logprobs": [], "text_offset": []}
             return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
                          "choices": [{"index": i, "text": t, "logprobs": greedy,

@@ -463,3 +463,114 @@ def test_api_timeout_and_retries_reach_the_backend_from_the_cli(server, tok, tex
     assert code == 1
     assert "did not answer within 0.5 s (2 attempts)" in err and "Traceback" not in err, err
     assert len(b.requests) == 2 and KEY not in err
+
+
+# -- the capability probe and servers that differ --------------------------------------
+
+
+def test_the_probe_catches_an_echo_paired_with_the_wrong_positions(toy_world, texts, key):
+    """A server echoing each token's log-probability from the position after it (as
+    llama-cpp-python does for a prompt not starting with BOS) answers well-formed numbers:
+    the probe compares the echo of the token it generated with its generation, finds them
+    apart, and no text is scored with them (a trained model: a near-uniform one's positions
+    differ too little to tell)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    model = AutoModelForCausalLM.from_pretrained(toy_world.target_dir).eval()
+    tok = AutoTokenizer.from_pretrained(toy_world.target_dir)
+    with FakeOpenAIServer(model, tokenizer=tok) as server:
+        server.reset("ok")
+        good = OpenAIBackend("tiny", server.api_base, tok, api_key_env=KEY_ENV).server
+        assert good.echo == "full" and good.alignment_gap is not None
+        assert good.alignment_gap <= 1e-5  # one float32 forward read twice
+        server.reset("misaligned")
+        backend = OpenAIBackend("tiny", server.api_base, tok, api_key_env=KEY_ENV)
+        found = backend.server
+        assert found.echo is None and found.alignment_gap > 0.05
+        assert "its echoed log-probabilities are not the model's" in found.no_echo_reason
+        assert not backend.capabilities.prompt_logprobs
+        with pytest.raises(PddkitError) as err:
+            token_stats(backend, texts[:2])
+        one_sentence(err, contains="only methods reading sampled continuations (samia) can run on it")
+
+
+def test_a_validation_error_is_not_retried_and_quotes_the_reason(server, tok, key):
+    """HTTP 500 whose body is a request-validation error (llama-cpp-python's answer to token
+    ids) is sent once, and its reason is the sentence; asked for ids only, pddkit says how
+    to let it send text."""
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    b = server.reset("validation500")
+    backend = OpenAIBackend("tiny", server.api_base, tok, api_key_env=KEY_ENV, max_retries=5,
+                            prompt_form="ids")
+    with pytest.raises(PddkitError) as err:
+        _ = backend.server
+    one_sentence(err, contains="refused a prompt of token ids (HTTP 500: 82 validation errors for "
+                               "CreateCompletionRequest: prompt.str: Input should be a valid "
+                               "string): let pddkit send text (`api_prompt` auto or text)")
+    assert len(b.requests) == 1
+
+
+def test_a_url_that_is_not_a_completions_server_is_one_sentence(tok, key):
+    """A web page (HTML, HTTP 200) where the API should be: one sentence within seconds."""
+    import http.server
+    import threading
+
+    from pddkit.backends.openai_api import OpenAIBackend
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>a blog</html>")
+
+        do_POST = do_GET  # noqa: N815 (http.server names it)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        t0 = time.perf_counter()
+        backend = OpenAIBackend("tiny", f"http://127.0.0.1:{httpd.server_address[1]}", tok,
+                                api_key_env=KEY_ENV)
+        with pytest.raises(PddkitError) as err:
+            _ = backend.server
+        assert time.perf_counter() - t0 < 5
+        one_sentence(err, contains="answered with something that is not JSON: is it an "
+                                   "OpenAI-compatible server, and does `api_base` end in /v1?")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.mark.slow
+def test_a_server_without_prompt_logprobs_runs_only_samia(server, model, tok, texts, key, tmp_path,
+                                                          capsys):
+    """`pddkit run --methods loss` on a server that only samples: one sentence naming what
+    can run, before any text is sent; `--methods samia` runs on it."""
+    import json
+
+    from cli_helpers import run_cli, write_jsonl
+
+    tok.save_pretrained(tmp_path / "tok")
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": i % 2} for i, t in enumerate(texts)])
+    common = ["run", "--data", data, "--backend", "openai", "--model", "tiny", "--api-base",
+              server.api_base, "--api-key-env", KEY_ENV, "--tokenizer", tmp_path / "tok",
+              "--no-blind", "--no-report", "--bootstrap", "10"]
+    b = server.reset("no_logprobs")
+    code, _, err = run_cli(capsys, *common, "--methods", "loss,zlib", "--output", tmp_path / "a")
+    assert code == 1
+    assert err.strip().splitlines()[-1] == (
+        "pddkit: error: --methods 'loss,zlib' selects no method this server can run: it returns "
+        "no log-probabilities of the text's tokens, so only samia can run on it"), err
+    assert len(b.requests) <= PROBE + 1  # the probe's, no text's
+    code, _, err = run_cli(capsys, *common, "--methods", "samia:samples=2,max_new_tokens=4",
+                           "--output", tmp_path / "b")
+    assert code == 0, err
+    res = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert res["models"]["target"]["server"]["echo"] is None
+    assert "server at" in err and "prompt log-probabilities: none" in err

@@ -88,6 +88,8 @@ class ServerProbe:
                          + ("" if self.first_token else ", none for a text's first token") + ")")
         if self.alignment_gap is not None and self.echo is not None:
             parts.append(f"echo aligned with generation: within {self.alignment_gap:.1e} nats")
+        elif self.echo in ("full", "start_hidden"):
+            parts.append("echo aligned with generation: not checkable")
         parts.append(f"top log-probabilities: {self.top_logprobs if self.top_logprobs else 'no'}")
         parts.append(f"n: {_yes(self.n)}, seed: {_yes(self.seed)}")
         parts.append(f"context: {self.context_length if self.context_length else 'not said'}")
@@ -131,7 +133,8 @@ def probe(backend, form: str = "auto") -> ServerProbe:
         chosen = "text"
         first = _first_as_text(backend, base, ids, server_start, rng, ids_refused)
     probe_ = _Probe(backend, chosen, server_start, ids, rng)
-    text, lp_gen, _ = generated(first, where)
+    text, lp_gen, shown = generated(first, where)
+    text = text if shown is None else shown  # the token as its logprobs name it (special ones too)
 
     # (2) the echo: its layout, the server's tokens, and (3) its alignment
     echo, reason, gap = probe_.echo(text, lp_gen)
@@ -139,7 +142,8 @@ def probe(backend, form: str = "auto") -> ServerProbe:
         # misaligned, as a server adding no start token of its own answers a prompt without
         # one (llama-cpp-python): the tokenizer said it would add one; pddkit sends it
         retry = _Probe(backend, chosen, False, ids, rng)
-        text2, lp_gen2, _ = generated(retry.post(ids, logprobs=1), where)
+        text2, lp_gen2, shown2 = generated(retry.post(ids, logprobs=1), where)
+        text2 = text2 if shown2 is None else shown2
         found = retry.echo(text2, lp_gen2)
         if found[0] is not None:
             logger.info("the server at %s adds no start token to a text prompt (its echo was "
@@ -170,10 +174,12 @@ def _first_as_text(backend, base: dict, ids: list[int], server_start: bool, rng,
             return client.post({**base, "prompt": prompt}, rng)
         except RefusedError:
             pass
-        said = f" and token ids ({ids_refused})" if ids_refused else ""
-        raise PddkitError(f"the server at {client.url} refused a text prompt (HTTP "
-                          f"{e.code}{e.detail}){said}: is it an OpenAI-compatible "
-                          "completions server serving this model?") from None
+        reason = e.detail.lstrip(": ")
+        both = (" and a prompt of token ids" + ("" if ids_refused == reason else f" ({ids_refused})")
+                if ids_refused else "")
+        raise PddkitError(f"the server at {client.url} refused a text prompt{both} (HTTP "
+                          f"{e.code}{e.detail}): is it an OpenAI-compatible completions server "
+                          "serving this model?") from None
 
 
 def text_prompt(backend, prefix, seq, server_start: bool) -> str:
@@ -279,7 +285,11 @@ class _Probe:
         if len(values) == shown + 1 and values[-1] is not None:
             return abs(float(values[-1]) - float(lp_gen))
         tok = self.backend.tokenizer
-        longer = self.backend.tokenize(tok.decode(self.ids, skip_special_tokens=False) + gen_text)
+        if self.form == "ids":  # the generated token's id
+            one = token_id_of(gen_text, tok, self.backend.tokenize)
+            longer = [] if one is None else [*self.ids, one]
+        else:  # the prompt's text and the generated text, as the server will tokenise them
+            longer = self.backend.tokenize(tok.decode(self.ids, skip_special_tokens=False) + gen_text)
         if longer[:len(self.ids)] != self.ids or len(longer) != len(self.ids) + 1:
             return None  # the generated text does not extend the prompt by one token
         try:
@@ -308,6 +318,18 @@ class _Probe:
             found.append(_top(answer) if "logprobs" in options
                          else (len(answer.get("choices") or ()) == 2 if "n" in options else True))
         return found[0], found[1], found[2]
+
+
+def token_id_of(shown: str, tokenizer, tokenize) -> int | None:
+    """The id of a token a server names by `shown`: vLLM's "token_id:N", a raw vocabulary
+    entry ("Ġthe"), or a text that the tokenizer encodes as one token; None otherwise."""
+    if shown.startswith("token_id:") and shown[9:].isdigit():
+        return int(shown[9:])
+    raw = tokenizer.convert_tokens_to_ids(shown)
+    if isinstance(raw, int) and raw != tokenizer.unk_token_id and raw is not None:
+        return raw
+    one = tokenize(shown)
+    return one[0] if len(one) == 1 else None
 
 
 def _top(answer: dict) -> int | None:

@@ -267,6 +267,11 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
             raise PddkitError(f"method {name} needs {need.with_article}: pass {need.parameter}")
         calls.append(MethodCall(spec, params))
     if not calls:
+        if capabilities is not None and not getattr(capabilities, "prompt_logprobs", True):
+            runnable = sorted(s.name for s in METHODS if not s.reads_target)
+            raise PddkitError(f"`methods` {text!r} selects no method this server can run: it "
+                              "returns no log-probabilities of the text's tokens, so only "
+                              f"{', '.join(runnable)} can run on it")
         why = f" ({skipped[-1]})" if len(skipped) == 1 else ""
         raise PddkitError(f"`methods` {text!r} selects no method{why}")
     return _label(calls)
