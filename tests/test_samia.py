@@ -271,6 +271,11 @@ def served(tiny):
         yield server
 
 
+# the capability probe's requests before any text (openai_probe.py): a greedy one-token
+# completion, its echo, and one asking n, seed and top log-probabilities
+PROBE = 3
+
+
 def run_served(tiny, server, mode, methods="samia:samples=3,max_new_tokens=6", cache=None):
     import pddkit
 
@@ -283,8 +288,8 @@ def run_served(tiny, server, mode, methods="samia:samples=3,max_new_tokens=6", c
 @pytest.mark.slow
 def test_samia_alone_runs_on_a_server_without_log_probabilities(tiny, served, tmp_path):
     res = run_served(tiny, served, "no_logprobs")
-    sent = [r["body"] for r in served.behaviour.requests]
-    assert not any(b.get("echo") for b in sent)  # no statistics asked for
+    sent = [r["body"] for r in served.behaviour.requests][PROBE:]
+    assert not any(b.get("echo") for b in sent)  # no statistics asked for, the probe's aside
     assert len(sent) == 3 and all(b["n"] == 3 and b["top_k"] == 50 and b["temperature"] == 1
                                   and b["top_p"] == 1 and b["max_tokens"] == 6 for b in sent)
     assert len({b["seed"] for b in sent}) == 3
@@ -294,8 +299,10 @@ def test_samia_alone_runs_on_a_server_without_log_probabilities(tiny, served, tm
         # the same arithmetic in another order: a few ulp; approx's default 1e-6 is above it
         assert res.scores()["samia"][int(r["id"][1:])] == pytest.approx(want)
     assert not res.notices
-    with pytest.raises(PddkitError, match="does not return prompt log-probabilities"):
-        run_served(tiny, served, "no_logprobs", methods="samia,loss")
+    both = run_served(tiny, served, "no_logprobs", methods="samia,loss")
+    assert list(both.scores()) == ["samia"]  # loss skipped before any text was sent
+    assert [n for n in both.notices if n.startswith("skipping loss: the server returns no "
+                                                    "log-probabilities")]
     # with the cache: the fingerprint needs no log-probabilities either
     cached = run_served(tiny, served, "no_logprobs", cache=tmp_path / "c")
     assert trail(cached) == trail(res)
@@ -305,7 +312,7 @@ def test_samia_alone_runs_on_a_server_without_log_probabilities(tiny, served, tm
 def test_a_server_ignoring_n_or_refusing_top_k_is_one_notice_and_nothing_is_lost(tiny, served):
     res = run_served(tiny, served, "ignore_n")
     assert all(len(set(r["continuations"])) == 3 for r in res.trail["samples.jsonl"])
-    assert len(served.behaviour.requests) == 3 * 3
+    assert len(served.behaviour.requests) == PROBE + 3 * 3
     [line] = res.notices
     assert "returned fewer continuations than the n=3 asked for (it ignores n)" in line
     assert "asked 6 more times" in line
@@ -314,7 +321,7 @@ def test_a_server_ignoring_n_or_refusing_top_k_is_one_notice_and_nothing_is_lost
     assert "refused top_k (Unrecognized request argument supplied: top_k)" in line
     assert "without top-k" in line
     assert all(len(r["continuations"]) == 3 for r in res.trail["samples.jsonl"])
-    answered = [r["body"] for r in served.behaviour.requests if "top_k" not in r["body"]]
+    answered = [r["body"] for r in served.behaviour.requests[PROBE:] if "top_k" not in r["body"]]
     assert len(answered) == 3  # each text sampled once without top_k
 
 
