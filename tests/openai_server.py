@@ -11,7 +11,9 @@ start token added). The mode "text_only" refuses token ids as llama-cpp-python d
 model adds a BOS itself (the start token left out, the first text token's entry null);
 "misaligned" pairs each echoed token with the next position's distribution, as
 llama-cpp-python does for a prompt not starting with BOS (its generated token left out);
-"validation500" answers every request with llama-cpp-python's validation error.
+"validation500" answers every request with llama-cpp-python's validation error;
+"text_adds_start" refuses token ids and puts its own start token before every text prompt
+(its tokenizer's BOS, or end token without one) and echoes it.
 
 A request without `echo` is a sampling request (samia): `n` continuations drawn with the
 request's `seed`, `temperature`, `top_k` and `max_tokens`, ending at the end token. The
@@ -27,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "vllm", "no_generated", "fail503", "hang", "no_logprobs", "401", "404",
          "misecho", "shifted", "vllm_shifted", "ignore_n", "reject_top_k", "text_only",
-         "hidden_start", "misaligned", "validation500")
+         "hidden_start", "misaligned", "validation500", "text_adds_start")
 VALIDATION_500 = ("82 validation errors for CreateCompletionRequest\nprompt.str\n  Input should be "
                   "a valid string [type=string_type, input_value=[50256, 464], input_type=list]\n"
                   "prompt.list[str].0\n  Input should be a valid string [type=string_type]")
@@ -125,10 +127,14 @@ class FakeOpenAIServer:
         if b.mode == "hang":
             self._stop.wait(b.hang_s)
             return None, None
-        if b.mode == "validation500" or (b.mode == "text_only" and not isinstance(body["prompt"], str)):
+        if b.mode == "validation500" or (b.mode in ("text_only", "text_adds_start")
+                                         and not isinstance(body["prompt"], str)):
             return 500, {"error": {"message": VALIDATION_500}}
         if isinstance(body["prompt"], str):
             prompt = list(self.tokenizer(body["prompt"], add_special_tokens=False)["input_ids"])
+            if b.mode == "text_adds_start":
+                own = self.tokenizer.bos_token_id
+                prompt = [self.tokenizer.eos_token_id if own is None else own, *prompt]
         else:
             prompt = [int(t) for t in body["prompt"]]
         limit = self.max_model_len

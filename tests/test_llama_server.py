@@ -7,7 +7,11 @@ adds the model's BOS itself, hides it from the echo and gives the first text tok
 log-probability as null: pddkit sends text, checks the server's tokens against the
 tokenizer's, and scores each text from its second token. Expected numbers come from a plain
 transformers forward of the same weights (written here), within the float32 rounding that
-forward measures (tests/rounding.py)."""
+forward measures (tests/rounding.py: float32 against float64 on these texts, times 4). The
+server computes the same function in float32 throughout (float32 GGUF weights, float32
+key/value cache: tests/llama_server.py) with its own kernels and summation order: another
+float32 computation of one function, which is what that bound covers (measured here: the
+two differ by at most 4e-5 nats where the bound is about 1e-4)."""
 
 from __future__ import annotations
 
@@ -79,12 +83,17 @@ def test_the_probe_reads_llama_cpp_python(server, world):
 
     backend = OpenAIBackend.load("tiny", api_base=server.api_base,
                                  tokenizer=str(world["root"] / "model"), api_key_env=None)
+    before = server.requests(500)
     found = backend.server
     assert found.prompt_form == "text" and "Input should be a valid string" in found.ids_refused
     assert found.start == "server" and found.echo == "start_hidden" and not found.first_token
     assert found.alignment_gap is not None and found.alignment_gap <= 1e-4
-    assert found.n is False and found.seed is True and found.top_logprobs == 6  # 5 and the chosen
-    assert server.requests(500) == 1  # token ids: refused once, not retried
+    # n ignored (one choice), seed taken; 5 top log-probabilities asked: 5, and the sampled
+    # token beside them when it is not among them
+    assert found.n is False and found.seed is True and found.top_logprobs in (5, 6)
+    # token ids, with logprobs and then without (logprobs might have been the refusal's
+    # reason): each refused once, not retried
+    assert server.requests(500) == before + 2
     # the probe's echo: the canary text's log-probabilities, the first token's not given
     [L], bound = plain_logprobs(world["root"] / "model", [backend.decode(backend.tokenize(
         backend.canary_text)[:len(found.echoed)])])
@@ -119,7 +128,16 @@ def test_scores_through_the_server_equal_a_plain_forward(server, world, tmp_path
                    "mink": bound}
         for k in want:
             assert abs(row[k] - want[k]) <= allowed[k], (k, row[k], want[k])
-        assert 0 <= row["samia"] <= 1
+    # samia from the continuations the server sampled, by SPEC 3b written out in test_samia
+    from test_samia import words_score
+
+    samples = [json.loads(x) for x in (tmp_path / "a" / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == len(texts)
+    for s in samples:
+        i = int(s["id"][1:])
+        assert len(s["continuations"]) == 3
+        # the same arithmetic in another order: an ulp or so (approx's 1e-6 is far above)
+        assert got[i]["samia"] == pytest.approx(words_score(texts[i], s["continuations"]))
     res = json.loads((tmp_path / "a" / "results.json").read_text())
     probe = res["models"]["target"]["server"]
     assert probe["prompt_form"] == "text" and probe["echo"] == "start_hidden"
@@ -129,6 +147,25 @@ def test_scores_through_the_server_equal_a_plain_forward(server, world, tmp_path
     again = [json.loads(x) for x in (tmp_path / "b" / "scores.jsonl").read_text().splitlines()]
     assert [r["samia"] for r in again] \
         == [r["samia"] for r in got]
+
+
+def test_a_text_longer_than_the_served_context_is_one_sentence(server, world, tmp_path, capsys):
+    """llama-cpp-python reports no context: a text beyond its n_ctx (512 here) is refused
+    with HTTP 400; pddkit says which --max-length cuts texts to it, and with it the run
+    passes."""
+    from cli_helpers import run_cli, write_jsonl
+
+    long = " ".join(world["nonmembers"])  # about 2,000 tokens
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": long}, {"text": world["nonmembers"][0]}])
+    cmd = ["run", "--data", data, "--backend", "openai", "--model", "tiny", "--api-base",
+           server.api_base, "--tokenizer", world["root"] / "model", "--methods", "loss"]
+    code, _, err = run_cli(capsys, *cmd, "--output", tmp_path / "a")
+    assert code == 1
+    line = err.strip().splitlines()[-1]
+    assert "as longer than its context (HTTP 400: This model's maximum context length is 512 " \
+           "tokens, however you requested" in line and "pass --max-length 510" in line, err
+    code, _, err = run_cli(capsys, *cmd, "--max-length", "510", "--output", tmp_path / "b")
+    assert code == 0, err
 
 
 def test_a_tokenizer_other_than_the_servers_is_one_sentence(server, world, tmp_path, capsys):
@@ -160,7 +197,7 @@ def test_token_ids_asked_for_are_refused_once_with_the_servers_reason(server, wo
     assert "refused a prompt of token ids (HTTP 500: 14 validation errors, the first: " \
            "body.prompt.str: Input should be a valid string)" in line, err
     assert "--api-prompt" in line and "retrying" not in err
-    assert server.requests(500) == before + 1  # not retried
+    assert server.requests(500) == before + 2  # with logprobs and without; neither retried
 
 
 def test_a_server_adding_no_start_token_is_sent_one(world, tmp_path):

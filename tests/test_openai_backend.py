@@ -110,23 +110,29 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("mode", ["ok", "vllm", "no_generated", "text_only", "hidden_start"])
+@pytest.mark.parametrize("mode", ["ok", "vllm", "no_generated", "text_only", "hidden_start",
+                                  "text_adds_start", "ok_as_text"])
 def test_l_equals_the_hf_backend_on_the_same_model(server, model, tok, texts, key, mode):
-    """Token ids where the server takes them, text where it refuses them (its tokens then
-    checked against the tokenizer's); a server hiding the start token and nulling the
-    first text token's entry (llama-cpp-python) scores each text from its second token."""
+    """Token ids where the server takes them, text where it refuses them or where asked
+    (`api_prompt` text; its tokens then checked against the tokenizer's); a server hiding
+    the start token and nulling the first text token's entry (llama-cpp-python) scores each
+    text from its second token; a server adding its own start token to a text that already
+    has pddkit's is seen in the echo and gets none from pddkit."""
     from pddkit.backends.hf import HFBackend
     from pddkit.backends.hf_loading import LoadedModel
 
     hf = HFBackend(LoadedModel(model, tok, "tiny", "cpu", "float32"), batch_size=4,
                    max_length=100)
     want = token_stats(hf, texts)
-    b = server.reset(mode)
-    backend = api(server, tok, max_length=100, concurrency=3)
+    texted = mode in ("text_only", "text_adds_start", "ok_as_text")
+    b = server.reset("ok" if mode == "ok_as_text" else mode)
+    backend = api(server, tok, max_length=100, concurrency=3,
+                  prompt_form="text" if mode == "ok_as_text" else "auto")
     found = backend.server
     probed = len(b.requests)
-    assert probed <= 4, b.requests  # the probe: a few short requests
-    assert found.prompt_form == ("text" if mode == "text_only" else "ids")
+    assert probed <= 7, b.requests  # the probe: a few short requests
+    assert found.prompt_form == ("text" if texted else "ids")
+    assert found.start == ("server" if mode == "text_adds_start" else "sent")
     assert found.first_token == (mode != "hidden_start")
     got = token_stats(backend, texts)
     skip = 1 if mode == "hidden_start" else 0  # the first token is context there
@@ -136,11 +142,13 @@ def test_l_equals_the_hf_backend_on_the_same_model(server, model, tok, texts, ke
     # the server's plain float32 forward against the hf pass: two float32 computations of
     # one function, within the float32 rounding measured on these texts (tests/rounding.py)
     _, bound = forward_bounds(model, hf.runner.start_id, [w.ids.tolist() for w in want])
+    kept = []
     for g, w in zip(got, want):
         ids = w.ids.tolist()
-        if mode == "text_only" and w.truncated:  # text holds no part of a character
-            while tok.decode(ids).endswith("\ufffd"):
+        if texted and w.truncated:  # the cut text's last tokens, if its text encodes otherwise
+            while tok(tok.decode(ids), add_special_tokens=False)["input_ids"] != ids:
                 ids = ids[:-1]
+        kept.append(ids)
         n = len(ids)
         np.testing.assert_array_equal(g.ids, w.ids[skip:n])
         assert g.L.dtype == np.float32 and np.isfinite(g.L).all()
@@ -153,9 +161,10 @@ def test_l_equals_the_hf_backend_on_the_same_model(server, model, tok, texts, ke
     assert len(scored) == len(texts)
     start = tok.eos_token_id if tok.bos_token_id is None else tok.bos_token_id
     sent = sorted(str(r["body"]["prompt"]) for r in scored)
-    if mode == "text_only":
-        head = tok.decode([start])
-        assert sent == sorted(head + tok.decode(s.ids.tolist()) for s in got)
+    if mode == "text_adds_start":  # the server adds the start token: none sent
+        assert sent == sorted(tok.decode(ids) for ids in kept)
+    elif texted:
+        assert sent == sorted(tok.decode([start]) + tok.decode(ids) for ids in kept)
     else:
         assert sent == sorted(str([start, *map(int, s.ids)]) for s in want)
     for r in scored:
@@ -510,7 +519,8 @@ def test_a_validation_error_is_not_retried_and_quotes_the_reason(server, tok, ke
     one_sentence(err, contains="refused a prompt of token ids (HTTP 500: 82 validation errors for "
                                "CreateCompletionRequest: prompt.str: Input should be a valid "
                                "string): let pddkit send text (`api_prompt` auto or text)")
-    assert len(b.requests) == 1
+    assert len(b.requests) == 2  # ids with logprobs, then without: each sent once
+    assert all("echo" not in r["body"] for r in b.requests)
 
 
 def test_a_url_that_is_not_a_completions_server_is_one_sentence(tok, key):
@@ -574,3 +584,19 @@ def test_a_server_without_prompt_logprobs_runs_only_samia(server, model, tok, te
     res = json.loads((tmp_path / "b" / "results.json").read_text())
     assert res["models"]["target"]["server"]["echo"] is None
     assert "server at" in err and "prompt log-probabilities: none" in err
+
+
+def test_recall_is_skipped_where_a_texts_first_token_has_no_log_probability():
+    """On a server that gives no log-probability for a text's first token (the probe's
+    `first_token`), LL(x | P) and LL(x) would not cover the same tokens: recall and
+    conrecall are skipped with a notice; loss runs."""
+    from pddkit.backends.base import Capabilities
+    from pddkit.methods.base import Need, resolve_methods
+
+    caps = Capabilities(full_distribution=False, hidden_states=False, local_model=False,
+                        first_token=False)
+    notices: list[str] = []
+    calls = resolve_methods("loss,recall,conrecall", set(Need), notices, capabilities=caps)
+    assert [c.spec.name for c in calls] == ["loss"]
+    assert notices == [f"skipping {m}: it needs the log-probability of a text's first token, "
+                       "which this backend does not give" for m in ("recall", "conrecall")]

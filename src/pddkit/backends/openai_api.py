@@ -26,8 +26,15 @@ import numpy as np
 from pddkit import progress
 from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
-from pddkit.backends.openai_client import CompletionsClient, RefusedError, check_url, run_concurrently
-from pddkit.backends.openai_echo import NoLogprobsError, prompt_logprobs
+from pddkit.backends.openai_client import (
+    CompletionsClient,
+    RefusedError,
+    check_url,
+    run_concurrently,
+    too_long,
+)
+from pddkit.backends.openai_echo import NoLogprobsError, completion_texts, prompt_logprobs
+from pddkit.backends.openai_probe import as_sent
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 
@@ -215,7 +222,7 @@ class OpenAIBackend:
         ids = ids[:max(1, len(ids) - 8)]  # room for the 8 tokens in a short served context
         answer = self.client.post({"model": self.name, "prompt": self._prompt((), ids),
                                    "max_tokens": 8, "temperature": 0}, random.Random(self.seed))
-        return [*head, "greedy", *_texts(answer, self.client.url)]
+        return [*head, "greedy", *completion_texts(answer, self.client.url)]
 
     def context_length(self) -> int | None:
         """The tokens a prompt may hold, start token included: the context the server
@@ -298,15 +305,18 @@ class OpenAIBackend:
             raise NoLogprobsError(f"the server at {self.client.url} returns no log-probabilities "
                                   f"of the prompt's tokens ({found.no_echo_reason}): only methods "
                                   "reading sampled continuations (samia) can run on it")
-        if found.prompt_form == "text" and truncated:  # a text can hold no part of a character
-            seq = whole_characters(self.tokenizer, seq)
+        if found.prompt_form == "text":  # the tokens the server will find in the text sent
+            seq = as_sent(self, prefix, seq)
         nan = np.full(len(seq), np.nan, dtype=np.float32)
         if not seq:  # nothing to score (encode never gives one)
             return TokenStats(np.zeros(0, dtype=np.int64), nan, nan, nan.copy(), truncated)
         meant = [self.start_id, *prefix, *seq]
         payload = {"model": self.name, "prompt": self._prompt(prefix, seq), "echo": True,
                    "logprobs": 1, "max_tokens": 1, "temperature": 0}
-        answer = self.client.post(payload, rng, stop)
+        try:
+            answer = self.client.post(payload, rng, stop)
+        except RefusedError as e:
+            raise too_long(e, self.client.url, len(meant)) or e from None
         L = prompt_logprobs(answer, meant, self.client.url, self.tokenizer,
                             layout=found.echo if found.echo != "prompt_logprobs" else "full",
                             text_form=found.prompt_form == "text")[len(prefix):]
@@ -342,8 +352,9 @@ class OpenAIBackend:
         bar = progress.bar(total=len(prompts), desc="sampling", unit="text")
 
         def one(i: int, stop: threading.Event) -> None:
-            prompt = self._prompt((), enc.ids[i])
-            budget = continuation_budget(len(enc.ids[i]) + 1, context, max_new_tokens)
+            ids = enc.ids[i] if self.server.prompt_form == "ids" else as_sent(self, (), enc.ids[i])
+            prompt = self._prompt((), ids)
+            budget = continuation_budget(len(ids) + 1, context, max_new_tokens)
             texts: list[str] = []
             rng, extra = random.Random(seeds[i]), 0
             while budget and len(texts) < n:
@@ -360,7 +371,7 @@ class OpenAIBackend:
                     with lock:
                         state["top_k"], state["refusal"] = False, e.detail.lstrip(": ")
                     continue
-                texts += _texts(answer, self.client.url)[:n - len(texts)]
+                texts += completion_texts(answer, self.client.url)[:n - len(texts)]
                 if len(texts) < n:
                     extra += 1
                     with lock:
@@ -383,23 +394,3 @@ class OpenAIBackend:
                            f"the n={n} asked for (it ignores n): pddkit asked "
                            f"{state['again']} more times, so every text has its {n}")
         return Sampled(tuple(out), tuple(notices))  # type: ignore[arg-type]
-
-
-def whole_characters(tokenizer, seq: list[int], most: int = 3) -> list[int]:
-    """`seq` (a text cut to the context) without the last tokens that hold only part of a
-    character (a byte-level tokenizer cut mid-character): sent as text, such a part cannot
-    be written, so those tokens (at most `most`) are left unscored."""
-    for k in range(min(most, len(seq) - 1) + 1):
-        if not tokenizer.decode(seq[:len(seq) - k]).endswith("\ufffd"):
-            return seq[:len(seq) - k]
-    return seq
-
-
-def _texts(answer, where: str) -> list[str]:
-    """The completion texts of an answer; one sentence when it holds none."""
-    choices = answer.get("choices") if isinstance(answer, dict) else None
-    texts = [c["text"] for c in choices or () if isinstance(c, dict) and isinstance(c.get("text"), str)]
-    if not texts:
-        raise PddkitError(f"the server at {where} answered a sampling request without "
-                          "completion texts")
-    return texts

@@ -218,6 +218,26 @@ class CompletionsClient:
         raise last
 
 
+_CONTEXT = re.compile(r"context (?:length|window|size)|maximum context|exceeds? (?:the )?"
+                      r"(?:context|max)", re.IGNORECASE)
+_NUMBER = re.compile(r"(?:context (?:length|window|size)|maximum context length)(?: of| is)? (\d+)",
+                     re.IGNORECASE)
+
+
+def too_long(e: RefusedError, where: str, tokens: int) -> PddkitError | None:
+    """The one sentence for a prompt the server refused as longer than its context
+    (llama-cpp-python reports no context before: its refusal is the first word of it),
+    saying which `max_length` cuts texts to it; None for other refusals."""
+    if not _CONTEXT.search(e.detail):
+        return None
+    m = _NUMBER.search(e.detail)
+    fix = (f"pass `max_length` {int(m.group(1)) - 2} (its context less the start token and the "
+           "one generated token) to cut texts to it" if m else "pass a smaller `max_length`")
+    reason = e.detail.split(". ")[0]  # its first sentence
+    return PddkitError(f"the server at {where} refused a prompt of {tokens} tokens as longer than "
+                       f"its context (HTTP {e.code}{reason}): {fix}")
+
+
 def _error_detail(e: urllib.error.HTTPError) -> tuple[str, bool]:
     """(': <the server's reason>', whether it is a request-validation error); ('', False)
     when the body says nothing."""

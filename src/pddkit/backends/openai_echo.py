@@ -91,38 +91,48 @@ def prompt_logprobs(answer: dict, prompt: Sequence[int], where: str, tokenizer=N
         raise no_logprobs
     hidden = 1 if layout == "start_hidden" else 0  # prompt tokens not in the echo
     m = n - hidden  # echoed prompt tokens
-    if len(token_logprobs) not in (m, m + 1):  # with or without the generated token
-        raise PddkitError(f"the server at {where} returned {len(token_logprobs)} log-probabilities "
-                          f"for a prompt of {m} tokens (expected {m} or {m + 1})")
-    if token_logprobs[0] is not None:
-        raise refuse(where, "gave a log-probability for the first echoed token (the start "
-                            "token has none, so its echo is not the prompt sent)")
     tokens = logprobs.get("tokens")
-    if tokenizer is not None and tokens:
+    if tokenizer is not None and tokens:  # the tokens first: a difference is named, not counted
         if len(tokens) != len(token_logprobs):
             raise refuse(where, f"echoed {len(tokens)} tokens with {len(token_logprobs)} "
                                 "log-probabilities")
         meant = [int(t) for t in prompt[hidden:]]
         pos = first_difference(tokens, meant, tokenizer)
+        if pos is None and len(tokens) < m:
+            pos = len(tokens)  # the echo ends before the prompt does
         if pos is not None:
-            shown, tok = tokens[pos], meant[pos]
+            shown = tokens[pos] if pos < len(tokens) else None
             if text_form:
-                raise tokenizer_mismatch(where, pos + hidden, shown, tok, tokenizer)
-            raise refuse(where, f"echoed {shown!r} at position {pos} of {n} where id {tok} "
-                                f"({tokenizer.decode([tok])!r}) was sent")
+                raise tokenizer_mismatch(where, pos + hidden, shown, meant[pos], tokenizer)
+            raise refuse(where, f"echoed {shown!r} at position {pos + hidden} of {n} where id "
+                                f"{meant[pos]} ({tokenizer.decode([meant[pos]])!r}) was sent")
+        if text_form and len(tokens) > m + 1:
+            raise tokenizer_mismatch(where, m, tokens[m], None, tokenizer)
+    if len(token_logprobs) not in (m, m + 1):  # with or without the generated token
+        raise PddkitError(f"the server at {where} returned {len(token_logprobs)} log-probabilities "
+                          f"for a prompt of {m} tokens (expected {m} or {m + 1}): it does not "
+                          "echo the prompt as the OpenAI API does")
+    if token_logprobs[0] is not None:
+        raise refuse(where, "gave a log-probability for the first echoed token (the start "
+                            "token has none, so its echo is not the prompt sent)")
     values = [None] * hidden + list(token_logprobs[:m])  # entry i: prompt[i]
     if any(v is None for v in values[1 + hidden:]):
         raise no_logprobs
     return np.asarray([np.nan if v is None else v for v in values[1:]], dtype=np.float32)
 
 
-def tokenizer_mismatch(where: str, pos: int, shown: object, tok: int, tokenizer) -> PddkitError:
-    """The one sentence for a server that tokenised a text otherwise than `tokenizer`."""
+def tokenizer_mismatch(where: str, pos: int, shown: object, tok: int | None,
+                       tokenizer) -> PddkitError:
+    """The one sentence for a server that tokenised a text otherwise than `tokenizer`:
+    `pos` counts the text's tokens from 1 (the start token is 0); `shown` None = the
+    server's tokens ended there, `tok` None = the tokenizer's did."""
+    theirs = "nothing more" if shown is None else repr(shown)
+    ours = "the end of the text" if tok is None else f"{tokenizer.decode([tok])!r} (id {tok})"
     return PddkitError(
         f"the server at {where} tokenises the text otherwise than the local tokenizer"
-        f"{_named(tokenizer)}: at token {pos} it has {shown!r} where "
-        f"the tokenizer has {tokenizer.decode([tok])!r} (id {tok}), so its log-probabilities "
-        "would belong to other tokens; give `tokenizer` the served model's own tokenizer")
+        f"{_named(tokenizer)}: at token {pos} it has {theirs} where the tokenizer has {ours}, "
+        "so its log-probabilities would belong to other tokens; give `tokenizer` the served "
+        "model's own tokenizer")
 
 
 def _named(tokenizer) -> str:
@@ -160,3 +170,13 @@ def generated(answer: dict, where: str) -> tuple[str, float | None, str | None]:
     values, tokens = lp.get("token_logprobs") or [], lp.get("tokens") or []
     value = values[-1] if values and isinstance(values[-1], (int, float)) else None
     return choice["text"], value, (tokens[-1] if tokens else None)
+
+
+def completion_texts(answer, where: str) -> list[str]:
+    """The completion texts of an answer; one sentence when it holds none."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    texts = [c["text"] for c in choices or () if isinstance(c, dict) and isinstance(c.get("text"), str)]
+    if not texts:
+        raise PddkitError(f"the server at {where} answered a sampling request without "
+                          "completion texts")
+    return texts

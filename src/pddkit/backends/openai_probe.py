@@ -117,7 +117,10 @@ def probe(backend, form: str = "auto") -> ServerProbe:
     ids_refused, first = "", None
     if form in ("auto", "ids"):
         try:
-            first = client.post({**base, "prompt": [backend.start_id, *ids], "logprobs": 1}, rng)
+            try:
+                first = client.post({**base, "prompt": [backend.start_id, *ids], "logprobs": 1}, rng)
+            except RefusedError:  # `logprobs` refused, or the ids: asked without logprobs
+                first = client.post({**base, "prompt": [backend.start_id, *ids]}, rng)
             chosen = "ids"
         except RefusedError as e:
             if form == "ids":
@@ -193,6 +196,27 @@ def text_prompt(backend, prefix, seq, server_start: bool) -> str:
     return backend.tokenizer.decode([backend.start_id], skip_special_tokens=False) + body
 
 
+def as_sent(backend, prefix, seq: list[int], most: int = 4) -> list[int]:
+    """The ids of `seq` a server tokenising text will score when [start] + prefix + seq is
+    sent as the text of those ids: `seq` when that text encodes back to prefix + seq; else
+    `seq` without its last tokens (at most `most`: a text cut to the context can end in part
+    of a character, or in tokens that merge when encoded again, such as two newlines);
+    else, without a prefix, the ids its text encodes to. The server's echo is checked
+    against what this returns."""
+    tok = backend.tokenizer
+    head = [int(t) for t in prefix]
+    seq = [int(t) for t in seq]
+    for k in range(min(most, len(seq) - 1) + 1):
+        kept = [*head, *seq[:len(seq) - k]]
+        text = tok.decode(kept, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        if backend.tokenize(text) == kept:
+            return seq[:len(seq) - k]
+    if head:
+        return seq  # the echo check names the first token that differs
+    return backend.tokenize(tok.decode(seq, skip_special_tokens=False,
+                                       clean_up_tokenization_spaces=False)) or seq
+
+
 class _Probe:
     """Requests (2)-(4) of `probe`, in the prompt form chosen."""
 
@@ -222,8 +246,10 @@ class _Probe:
         layout = self.layout(answer)
         if layout is None:
             return None, "its answer to echo with logprobs holds none", None
-        if self.last is not None:
-            answer = self.last  # asked again without a start token of pddkit's
+        if self.last is not None:  # asked again without a start token of pddkit's: so is the
+            answer = self.last  # generation the echo is compared with
+            gen_text, lp_gen, shown = generated(self.post(self.ids, logprobs=1), self.where)
+            gen_text = gen_text if shown is None else shown
         L = prompt_logprobs(answer, [self.backend.start_id, *self.ids], self.where,
                             self.backend.tokenizer,
                             "full" if layout == "prompt_logprobs" else layout,
@@ -257,7 +283,8 @@ class _Probe:
                 self.last = self.post(self.ids, echo=True, logprobs=1)
                 return self.layout(self.last)
             raise PddkitError(f"the server at {self.where} put a second start token before the "
-                              "prompt's: it adds its own to token ids too")
+                              "prompt's (it adds its own to token ids too): let pddkit send "
+                              "text (`api_prompt` text)")
         if not tokens:  # nothing to align by: read as the OpenAI API lays it out
             return "full"
         if first_difference(tokens, meant, tok) is None:
@@ -270,7 +297,7 @@ class _Probe:
         pos = min(len(self.ids), len(tokens) - lead) - 1 if pos is None else pos  # cut short
         shown, meant_id = tokens[lead + pos], self.ids[pos]
         if self.form == "text":
-            raise tokenizer_mismatch(self.where, pos + lead, shown, meant_id, tok)
+            raise tokenizer_mismatch(self.where, pos + 1, shown, meant_id, tok)
         raise refuse(self.where, f"echoed {shown!r} at position {pos + 1} of {len(meant)} where "
                                  f"id {meant_id} ({tok.decode([meant_id])!r}) was sent")
 

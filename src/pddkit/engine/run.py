@@ -73,21 +73,28 @@ def capabilities_of(config: RunConfig, model=None):
     return given if given is not None else get_backend(config.backend).capabilities
 
 
-def probed_target(config: RunConfig, notices: list[str]):
-    """The target's backend, loaded now, when its kind probes a server (openai): the probe
-    says in one line what the server takes and gives, before any text is sent, and the
-    plan is made with what this server gives (a method it cannot serve is one notice or
-    one sentence, not a failure after minutes); None for other kinds (loaded later)."""
+def probes(config: RunConfig, model) -> bool:
+    """Whether the target is a served model whose capabilities a probe finds (openai)."""
     from pddkit.backends import get_backend
 
-    cls = get_backend(config.backend)
-    if not getattr(cls, "probes", False):
-        return None
-    backend = cls.load(config.model, role="model", **{k: getattr(config, k) for k in cls.OPTIONS})
-    for line in backend.server_notices():  # the probe runs here
+    target = model if model is not None else get_backend(config.backend)
+    return hasattr(target, "server_notices") or getattr(target, "probes", False)
+
+
+def probed_target(config: RunConfig, model, notices: list[str]):
+    """The target's backend (`model`, or loaded now) after its capability probe: one line
+    saying what the server takes and gives, before any text is sent, so that the plan is
+    made with what this server gives (a method it cannot serve is one notice or one
+    sentence, not a failure after minutes)."""
+    from pddkit.backends import get_backend
+
+    if model is None:
+        cls = get_backend(config.backend)
+        model = cls.load(config.model, role="model", **{k: getattr(config, k) for k in cls.OPTIONS})
+    for line in model.server_notices():  # the probe runs here
         logger.warning(line)
         notices.append(line)
-    return backend
+    return model
 
 
 def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
@@ -112,10 +119,14 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         dataset = split_documents(dataset, config.split_words, config.max_texts)
     notices: list[str] = []
     model_given = model is not None
-    if model is None:  # a served model: what it gives is asked before anything is planned
-        model = probed_target(config, notices)
-    plan = make_plan(config.methods, Resources.of(config, ref_model is not None, dataset),
-                     capabilities_of(config, model), notices, language=dataset.language)
+    resources = Resources.of(config, ref_model is not None, dataset)
+    if probes(config, model):  # a served model: what it gives is asked before any text is
+        # sent, once the methods are known to exist (a misspelt one waits for no server)
+        make_plan(config.methods, resources, capabilities_of(config, model), [],
+                  language=dataset.language)
+        model = probed_target(config, model, notices)
+    plan = make_plan(config.methods, resources, capabilities_of(config, model), notices,
+                     language=dataset.language)
     if config.documents:
         _check_documents(dataset, config)  # no group, or a group with both labels
         if "classifier" in config.documents and config.freq:  # the classifier's normaliser
