@@ -31,10 +31,9 @@ def gapk(stats: TokenStats, **params) -> float:
 def by_hand(L, Lmax, var, k: float, window: int) -> float:
     """SPEC 3e in plain Python floats (float64), one step per line of the formula."""
     g = [(a - b) / math.sqrt(max(v, 1e-8)) for a, b, v in zip(L, Lmax, var)]
+    s = g  # fewer values than the window: s = g
     if len(g) >= window:
         s = [sum(g[j:j + window]) / window for j in range(len(g) - window + 1)]
-    else:
-        s = g
     m = max(1, math.floor(k * len(s)))
     return sum(sorted(s)[:m]) / m
 

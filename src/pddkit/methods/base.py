@@ -181,7 +181,8 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
     if not set(reads) <= set(OPTIONAL_FIELDS):
-        raise ValueError(f"method {name} reads unknown statistics {sorted(set(reads) - set(OPTIONAL_FIELDS))}")
+        unread = sorted(set(reads) - set(OPTIONAL_FIELDS))
+        raise ValueError(f"method {name} reads unknown statistics {unread}")
 
     def deco(fn: Callable[..., float]) -> Callable[..., float]:
         sig = inspect.signature(fn)
