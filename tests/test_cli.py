@@ -111,7 +111,8 @@ def test_run_end_to_end_agrees_with_independent_spec(toy_world, tmp_path, capsys
     assert code == 0, err
     s1, s32 = read_scores(out1), read_scores(out32)
     methods = ["loss", "zlib", "lowercase", "ref", "mink", "maxk", "minkpp", "surp", "dcpdd"]
-    assert set(s1[0]) == {"id", "label", "blind", *methods}  # + the model-free baseline
+    # + the model-free baseline, and gapk (its own rounding bounds: tests/test_gapk.py)
+    assert set(s1[0]) == {"id", "label", "blind", "gapk", *methods}
     texts = [json.loads(line)["text"] for line in toy_world.data_path.read_text().splitlines()]
     idx = [0, 1, 2, len(s1) - 1, len(s1) - 2]
     allowed = score_bounds(toy_world, [texts[i] for i in idx])
@@ -157,7 +158,8 @@ def test_all_skips_methods_whose_needs_are_missing(toy_world, tmp_path, capsys):
     assert "skipping ref: it needs a reference model (--ref-model)" in err
     assert "skipping dcpdd: it needs a frequency table (--freq)" in err
     assert set(read_scores(tmp_path / "o")[0]) == {"id", "label", "loss", "zlib", "lowercase",
-                                                    "mink", "maxk", "minkpp", "surp", "blind"}
+                                                    "mink", "maxk", "minkpp", "gapk", "surp",
+                                                    "blind"}
     res = json.loads((tmp_path / "o" / "results.json").read_text())
     skips = [n for n in res["notices"] if n.startswith("skipping ")]
     assert [n.split(":")[0] for n in skips] == ["skipping dcpdd", "skipping neighbor",

@@ -38,16 +38,16 @@ def result(toy_world, toy_lm):
                            n_bootstrap=200)
 
 
-@pytest.mark.parametrize("name", ["loss", "mink", "surp"])
+@pytest.mark.parametrize("name", ["loss", "mink", "surp", "gapk"])
 def test_separates_members(result, name):
     m = result.metrics()[name]
     assert m.auc > 0.8, (name, m.auc)
     assert m.auc_ci.low > 0.5
 
 
-def test_all_nine_methods_ran(result):
+def test_all_ten_methods_ran(result):
     assert set(result.scores()) == {"loss", "zlib", "lowercase", "ref", "mink", "maxk", "minkpp",
-                                    "surp", "dcpdd", "blind"}
+                                    "gapk", "surp", "dcpdd", "blind"}
     # one author on both sides: chance, sampling error not rounding: the AUC of 60 against
     # 60 under no difference has standard deviation sqrt(121 / (12 x 60 x 60)) = 0.053, and
     # 0.2 is 3.8 of them

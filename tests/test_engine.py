@@ -51,9 +51,10 @@ class FakeBackend:
             L = (-(a % 7) / 3.0 - 0.1).astype(np.float32)
             H = (a % 5 / 2.0 + 0.5).astype(np.float32)
             M2 = (H * H + 1.0).astype(np.float32)
+            Lmax = np.full_like(L, -0.1)  # the top-1 log-probability (gapk): L's largest value
             if not self.capabilities.full_distribution:
-                H, M2 = np.full_like(L, np.nan), np.full_like(L, np.nan)
-            out.append(TokenStats(a, L, H, M2, cut))
+                H, M2, Lmax = np.full_like(L, np.nan), np.full_like(L, np.nan), None
+            out.append(TokenStats(a, L, H, M2, cut, Lmax=Lmax))
         return out
 
     def decode(self, ids):

@@ -20,8 +20,10 @@ def random_stats(rng, n_texts):
         if rng.random() < 0.2:
             L = np.round(L)  # ties
         M2 = H * H + rng.random(n) * 3
+        Lmax = np.maximum(L, -rng.random(n))  # gapk: a top-1 log-probability, at least L
         out.append(TokenStats(rng.integers(0, V, n), L.astype(np.float32),
-                              H.astype(np.float32), M2.astype(np.float32)))
+                              H.astype(np.float32), M2.astype(np.float32),
+                              Lmax=Lmax.astype(np.float32)))
     return out
 
 

@@ -21,7 +21,11 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     ref = TokenStats(rng.integers(0, VOCAB, n - 1 if n > 1 else 1),
                      np.full(max(n - 1, 1), -3.0, np.float32), np.ones(max(n - 1, 1), np.float32),
                      np.full(max(n - 1, 1), 2.0, np.float32))
-    tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32))
+    # gapk: the top-1 log-probability is -0.2 H (a possible value: at least -H, the mean of
+    # log P) or the text's own token where that is higher (the token is the argmax there)
+    Lmax = np.maximum(L, -0.2 * H)
+    tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32),
+                     Lmax=Lmax.astype(np.float32))
     nbs = tuple(TokenStats(ids, np.full(n, -6.0, np.float32), H.astype(np.float32),
                            M2.astype(np.float32)) for _ in range(3))
     # the probe's input is not made up here: a LinearProbe fitted on separable activations
@@ -91,13 +95,13 @@ def test_contract(name):
 def test_edge_statistics_stay_finite(name):
     """One token, ties, probability one, zero variance, near-zero probability."""
     spec = METHODS.get(name)
-    cases = [
-        ([0], [0.0], [0.0], [0.0]),
-        ([1, 1, 1], [-2.0] * 3, [1.0] * 3, [1.0] * 3),
-        ([2, 3], [-80.0, -1e-7], [0.0, 10.0], [0.0, 100.0]),
+    cases = [  # ids, L, H, M2 and Lmax (gapk: the top-1 log-probability, at least L)
+        ([0], [0.0], [0.0], [0.0], [0.0]),
+        ([1, 1, 1], [-2.0] * 3, [1.0] * 3, [1.0] * 3, [-1.0] * 3),
+        ([2, 3], [-80.0, -1e-7], [0.0, 10.0], [0.0, 100.0], [0.0, -1e-7]),
     ]
-    for ids, L, H, M2 in cases:
-        st = TokenStats.from_lists(ids, L, H, M2)
+    for ids, L, H, M2, Lmax in cases:
+        st = TokenStats.from_lists(ids, L, H, M2, Lmax=Lmax)
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),

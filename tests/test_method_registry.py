@@ -34,6 +34,9 @@ def test_requirements_are_backend_capability_fields():
 
 def test_what_the_built_in_methods_read():
     assert METHODS.get("minkpp").requires == {"full_distribution"}
+    assert METHODS.get("gapk").requires == {"full_distribution"}
+    assert METHODS.get("gapk").reads == {"Lmax"}  # asked of the cache by the target pass
+    assert all(not m.reads for m in METHODS if m.name != "gapk")
     assert METHODS.get("surp").requires == {"full_distribution"}
     assert METHODS.get("probe").requires == {"hidden_states", "local_model"}
     for name in ("loss", "zlib", "lowercase", "ref", "mink", "dcpdd", "neighbor"):
@@ -61,9 +64,11 @@ def test_all_on_a_log_prob_only_backend_skips_with_one_line_each(caplog):
     notices: list[str] = []
     with caplog.at_level(logging.WARNING):
         calls = resolve_methods("all", EVERY_NEED, notices, capabilities=LOG_PROBS_ONLY)
-    assert {"minkpp", "surp", "probe"}.isdisjoint(names(calls))
+    assert {"minkpp", "surp", "probe", "gapk"}.isdisjoint(names(calls))
     assert {"loss", "mink", "dcpdd", "ref"} <= set(names(calls))
     assert sorted(notices) == [
+        "skipping gapk: the backend gives only token log-probabilities, "
+        "not the full next-token distribution it reads (H, M2, Lmax)",
         "skipping minkpp: the backend gives only token log-probabilities, "
         "not the full next-token distribution it reads (H, M2)",
         "skipping probe: it needs hidden states of a local model, which this backend does not give",

@@ -66,7 +66,7 @@ def near_uniform(sigma: float, V: int = 32_768, rows: int = 2) -> torch.Tensor:
 def test_the_variance_matches_float64_where_m2_minus_h2_cancels(sigma):
     logits = near_uniform(sigma)
     H64, M264, var64 = float64_stats(logits)
-    _, H, M2, var, _ = chunk_stats(logits, torch.zeros(len(logits), dtype=torch.long))
+    _, H, M2, var, _, _ = chunk_stats(logits, torch.zeros(len(logits), dtype=torch.long))
     H, M2, var = H.numpy(), M2.numpy(), var.numpy()
     bound = variance_bound(logits, H64, var64)
     assert np.all(np.abs(var.astype(np.float64) - var64) <= bound), (var, var64, bound)
@@ -92,7 +92,7 @@ def test_two_near_tied_tokens():
     logits[:, 1] += delta
     logits[1, 2] = 25.0  # and a third token far behind, in the second row
     H64, _, var64 = float64_stats(logits)
-    _, _, _, var, _ = chunk_stats(logits, torch.tensor([0, 1]))
+    _, _, _, var, _, _ = chunk_stats(logits, torch.tensor([0, 1]))
     bound = variance_bound(logits, H64, var64)
     assert np.all(np.abs(var.numpy().astype(np.float64) - var64) <= bound), (var, var64, bound)
 

@@ -7,7 +7,12 @@ var = M2 - H^2 mathematically (SPEC section 2), but that difference cancels in f
 wherever the variance is small against H^2 (a near-uniform distribution over many tokens:
 H^2 ~ 100, var ~ 1e-4, and float32's spacing at 100 is 8e-6): a backend computes var
 directly, as sum_v P(v) (log P(v) + H)^2, in the same pass, and readers of the variance
-(minkpp, infill) read `var`, never M2 - H^2."""
+(minkpp, infill, gapk) read `var`, never M2 - H^2.
+
+Lmax, the largest log-probability at each position (gapk), is optional (OPTIONAL_FIELDS):
+a backend with the full distribution gives it, the statistics cache stores it where an
+entry has it, and a method that reads it says so (register_method's `reads`), so that an
+entry stored without it is computed again for that method only."""
 
 from __future__ import annotations
 
@@ -16,13 +21,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# TokenStats fields a backend may leave None and a method may read (register_method's
+# `reads`): the statistics cache serves an entry stored without one as a miss only to a
+# pass whose methods read it
+OPTIONAL_FIELDS = ("Lmax",)
+
 
 @dataclass(frozen=True)
 class TokenStats:
     """Statistics of one text under one model, over its n text positions (no start token).
 
     ids[i] = x_{i+1}; L = log P(x_i); H = entropy of P_i (nats); M2 = E_{P_i}[(log P)^2];
-    var = E_{P_i}[(log P + H)^2], the variance of log P under P_i (= M2 - H^2).
+    var = E_{P_i}[(log P + H)^2], the variance of log P under P_i (= M2 - H^2);
+    Lmax = max_v log P_i(v) = log P_i(argmax), so L <= Lmax, with equality where x_i is
+    the argmax.
 
     A backend gives `var` computed without cancellation. Hand-made statistics (tests,
     examples) may leave it out: it is then M2 - H^2 computed in float64 from the values
@@ -36,6 +48,9 @@ class TokenStats:
     truncated: bool = False  # the text was cut to the model's context
     top: np.ndarray | None = None  # [n] int64 argmax id of P_i (infill); None if not computed
     var: np.ndarray | None = None  # [n] float32; None given: M2 - H^2 (float64), see above
+    # [n] float32 max_v log P_i(v) (gapk); None where not computed (a backend giving only L,
+    # or a cache entry stored before pddkit kept it)
+    Lmax: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.var is None:
@@ -47,9 +62,9 @@ class TokenStats:
 
     @classmethod
     def from_lists(cls, ids, L, H=None, M2=None, truncated: bool = False,
-                   var=None) -> TokenStats:
+                   var=None, Lmax=None) -> TokenStats:
         """Hand-made statistics (tests, examples): H and M2 default to zeros, var to
-        M2 - H^2 (float64)."""
+        M2 - H^2 (float64), Lmax to None."""
         n = len(ids)
         zeros = [0.0] * n
         return cls(
@@ -59,6 +74,7 @@ class TokenStats:
             M2=np.asarray(zeros if M2 is None else M2, dtype=np.float32),
             truncated=truncated,
             var=None if var is None else np.asarray(var, dtype=np.float32),
+            Lmax=None if Lmax is None else np.asarray(Lmax, dtype=np.float32),
         )
 
 

@@ -64,7 +64,7 @@ def forward_with_cache(runner, input_ids, mask, position_ids, past):
 
 
 def position_stats(runner, hidden, targets):
-    """[P, d] hidden (or [P, V] logits), [P] target ids -> [P, 5] (L, H, M2, var, top)
+    """[P, d] hidden (or [P, V] logits), [P] target ids -> [P, 6] (L, H, M2, var, top, Lmax)
     float64 (stats_pass.chunk_stats on each chunk)."""
     import torch
 
@@ -76,7 +76,7 @@ def position_stats(runner, hidden, targets):
     for c in range(0, hidden.shape[0], chunk):
         hc = hidden[c:c + chunk]
         logits = hc if runner.body is None else _postprocess(runner.lm.model.config, runner.head(hc))
-        L, H, M2, var, top = chunk_stats(logits, targets[c:c + chunk])
+        L, H, M2, var, top, Lmax = chunk_stats(logits, targets[c:c + chunk])
         parts.append(torch.stack([L.double(), H.double(), M2.double(), var.double(),
-                                  top.double()], dim=1))
+                                  top.double(), Lmax.double()], dim=1))
     return torch.cat(parts).cpu().numpy()

@@ -80,7 +80,7 @@ def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence
             real[k, :len(f)] = True
             i, seq = rows[r]
             targets += [int(t) for t in seq[i:]]
-        flat = position_stats(runner, hidden[real.to(dev)], torch.tensor(targets, device=dev))  # [P, 5]
+        flat = position_stats(runner, hidden[real.to(dev)], torch.tensor(targets, device=dev))  # [P, 6]
         at = 0
         for r, f in zip(part, feeds):
             i, seq = rows[r]
@@ -93,7 +93,9 @@ def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence
                 M2=np.concatenate([base.M2[:i], w[:, 2]]).astype(np.float32),
                 var=np.concatenate([base.var[:i], w[:, 3]]).astype(np.float32),
                 top=None if base.top is None else np.concatenate(
-                    [base.top[:i], w[:, 4].astype(np.int64)]))
+                    [base.top[:i], w[:, 4].astype(np.int64)]),
+                Lmax=None if base.Lmax is None else np.concatenate(
+                    [base.Lmax[:i], w[:, 5]]).astype(np.float32))
     return out  # type: ignore[return-value]
 
 

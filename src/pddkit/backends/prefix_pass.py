@@ -72,7 +72,7 @@ def shared_prefix_stats(runner, prefix: Sequence[int], seqs: Sequence[Sequence[i
             hidden, _ = forward_with_cache(runner, new.to(dev), mask.to(dev), pos.to(dev), past)
             real = mask[:, len(head):].bool()  # [B, W]
             targets = torch.tensor([int(t) for i in part for t in seqs[i]], device=dev)
-            flat = position_stats(runner, hidden[real.to(dev)], targets)  # [P, 5]
+            flat = position_stats(runner, hidden[real.to(dev)], targets)  # [P, 6]
             at = 0
             for i in part:
                 n = len(seqs[i])
@@ -81,7 +81,7 @@ def shared_prefix_stats(runner, prefix: Sequence[int], seqs: Sequence[Sequence[i
                 out[i] = TokenStats(np.asarray(seqs[i], dtype=np.int64), w[:, 0].astype(np.float32),
                                     w[:, 1].astype(np.float32), w[:, 2].astype(np.float32),
                                     bool(truncated[i]), top=w[:, 4].astype(np.int64),
-                                    var=w[:, 3].astype(np.float32))
+                                    var=w[:, 3].astype(np.float32), Lmax=w[:, 5].astype(np.float32))
     return out  # type: ignore[return-value]
 
 
@@ -92,7 +92,8 @@ def plain_prefix_stats(runner, prefix: Sequence[int], seqs: Sequence[Sequence[in
     return [TokenStats(np.asarray(s, dtype=np.int64), st.L[len(prefix):], st.H[len(prefix):],
                        st.M2[len(prefix):], bool(t),
                        top=None if st.top is None else st.top[len(prefix):],
-                       var=st.var[len(prefix):])
+                       var=st.var[len(prefix):],
+                       Lmax=None if st.Lmax is None else st.Lmax[len(prefix):])
             for s, st, t in zip(seqs, full, truncated)]
 
 

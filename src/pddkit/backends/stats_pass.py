@@ -1,4 +1,4 @@
-"""The statistics pass: L, H, M2, var (and the argmax id, TokenStats.top) for
+"""The statistics pass: L, H, M2, var, Lmax (and the argmax id, TokenStats.top) for
 every text position in one forward.
 
 Texts are sorted by length and batched; the model body runs once per batch; the output
@@ -85,8 +85,10 @@ def _postprocess(config, logits):
 
 
 def chunk_stats(logits, targets):
-    """[C, V] logits, [C] target ids -> (L, H, M2, var, top): L, H, M2, var each [C]
-    float32, top [C] int64 the argmax id of each distribution (`infill`; the first on a tie).
+    """[C, V] logits, [C] target ids -> (L, H, M2, var, top, Lmax): L, H, M2, var, Lmax
+    each [C] float32, top [C] int64 the argmax id of each distribution (`infill`; the first
+    on a tie), Lmax = log p(top), the largest log-probability (`gapk`; one gather of C
+    numbers from the log-probabilities already computed).
 
     var = sum_v p (log p + H)^2, not M2 - H^2: the two are equal, but the difference of two
     float32 numbers near H^2 loses every digit of a variance far below H^2, while the sum
@@ -98,12 +100,13 @@ def chunk_stats(logits, targets):
     logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
     L = logp.gather(1, targets[:, None])[:, 0]  # [C]
     top = logp.argmax(-1)  # [C]
+    Lmax = logp.gather(1, top[:, None])[:, 0]  # [C] max_v log p(v), before log p is overwritten
     p = logp.exp()  # [C, V]
     H = -torch.linalg.vecdot(p, logp)  # [C] -sum p log p
     dev = logp.add_(H[:, None]).square_()  # [C, V] (log p + H)^2, in place of log p
     var = torch.linalg.vecdot(p, dev)  # [C] sum p (log p + H)^2
     M2 = var + H * H  # [C]
-    return L, H, M2, var, top
+    return L, H, M2, var, top, Lmax
 
 
 class StatsRunner:
@@ -145,9 +148,9 @@ class StatsRunner:
             for b in range(0, len(order), self.batch_size):
                 batch = order[b:b + self.batch_size]
                 stats = self._batch([ids[i] for i in batch])
-                for i, (L, H, M2, var, top) in zip(batch, stats):
+                for i, (L, H, M2, var, top, Lmax) in zip(batch, stats):
                     out[i] = TokenStats(np.asarray(ids[i], dtype=np.int64), L, H, M2,
-                                        truncated[i], top=top, var=var)
+                                        truncated[i], top=top, var=var, Lmax=Lmax)
                 bar.update(sum(len(ids[i]) for i in batch))
         bar.close()
         return out  # type: ignore[return-value]
@@ -199,16 +202,17 @@ class StatsRunner:
         for c in range(0, h.shape[0], chunk):
             hc = h[c:c + chunk]
             logits = hc if self.body is None else _postprocess(self.lm.model.config, self.head(hc))
-            L, H, M2, var, top = chunk_stats(logits, tgt[c:c + chunk])
-            parts.append(torch.stack((L, H, M2, var), dim=1))  # [C, 4]
+            L, H, M2, var, top, Lmax = chunk_stats(logits, tgt[c:c + chunk])
+            parts.append(torch.stack((L, H, M2, var, Lmax), dim=1))  # [C, 5]
             tops.append(top)  # [C]
-        flat = torch.cat(parts).float().cpu().numpy()  # [P, 4]
+        flat = torch.cat(parts).float().cpu().numpy()  # [P, 5]
         argmax = torch.cat(tops).to(torch.int64).cpu().numpy()  # [P]
         result, start = [], 0
         for s in seqs:
             block = flat[start:start + len(s)]
             result.append((block[:, 0].copy(), block[:, 1].copy(), block[:, 2].copy(),
-                           block[:, 3].copy(), argmax[start:start + len(s)].copy()))
+                           block[:, 3].copy(), argmax[start:start + len(s)].copy(),
+                           block[:, 4].copy()))
             start += len(s)
         return result
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 
 from pddkit.backends.base import Backend, Capabilities, Encoded
 from pddkit.cache.fingerprint import cache_fingerprint
@@ -163,17 +163,20 @@ class CachingBackend:
                                   key=self.prefix_fingerprint(prefix))
 
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                      desc: str = "statistics", compute=None, key: str | None = None) -> list[TokenStats]:
+                      desc: str = "statistics", compute=None, key: str | None = None,
+                      fields: Set[str] = frozenset()) -> list[TokenStats]:
         """TokenStats per id sequence, in order: stored ones read, the others computed and
         stored. Each carries the `truncated` flag given here. `compute(ids, truncated,
         desc)` computes the misses elsewhere (the Ray executor); default: the backend.
-        `key`: what the entries are keyed by instead of the fingerprint (a prefix's)."""
+        `key`: what the entries are keyed by instead of the fingerprint (a prefix's).
+        `fields`: optional TokenStats fields the caller's methods read (Lmax, `gapk`); an
+        entry stored without one is a miss here, computed again and stored in its place."""
         compute = compute or (lambda i, t, d: self.backend.stats_for_ids(i, t, desc=d))
         fp = key or self.fingerprint()
         seqs = [list(s) for s in ids]
         flags = [bool(t) for t in truncated]
         keys = [text_key(fp, s) for s in seqs]
-        found = self.store.get(keys)
+        found = self.store.get(keys, fields)
         out: list[TokenStats | None] = [found.get(k) for k in keys]
         todo = [i for i, s in enumerate(out) if s is None]
         todo.sort(key=lambda i: -len(seqs[i]))  # stable: the hf pass's own order

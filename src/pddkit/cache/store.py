@@ -6,7 +6,11 @@ argmax ids (TokenStats.top, `infill`) as `top` (int32, -1 where absent) with `ha
 per entry; a shard written before either existed reads as top=None. Each entry's variance
 (TokenStats.var) is `var`; a shard without it (written before pddkit stored it, under
 an older statistics format whose keys never match) is refused as unreadable rather than read
-with a variance derived from M2 - H^2. A shard is written to a
+with a variance derived from M2 - H^2. An optional field (stats.OPTIONAL_FIELDS: Lmax,
+`gapk`) is `<field>` (float32, NaN where absent) with `has_<field>` per entry; a shard
+written before it existed reads as None, an entry that stays a hit for every pass not
+asking for the field (`get(keys, fields)`, `holds`). A pass asking for it computes the
+entry again, and the new entry replaces the old one (put_many, _place). A shard is written to a
 hidden `*.tmp` file and renamed into place, so a killed process leaves no shard a later run
 could read as complete; each writer names its own shards, so processes need no locks.
 
@@ -26,13 +30,13 @@ import time
 import weakref
 import zipfile
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from pathlib import Path
 
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.stats import TokenStats
+from pddkit.stats import OPTIONAL_FIELDS, TokenStats
 
 logger = logging.getLogger(__name__)
 
@@ -108,17 +112,27 @@ def shard_paths(path: Path) -> list[Path]:
 def read_index(shard: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(keys [n] S64, fingerprint index [n] int32, fingerprints [F] S64, models [F] str), or
     None (with a warning) for a shard of another version or one that cannot be read."""
+    found = _read_index(shard)
+    return None if found is None else found[:4]
+
+
+def _read_index(shard: Path):
+    """read_index's four arrays and, per optional field, which entries hold it ([n] bool;
+    all False in a shard written before the field existed)."""
     try:
         with np.load(shard, allow_pickle=False) as z:
             if int(z["version"]) != VERSION:
                 logger.warning("skipping cache shard %s: written by another version", shard)
                 return None
             keys, fp_index, fps, models = z["keys"], z["fp_index"], z["fingerprints"], z["models"]
+            has = {f: z[f"has_{f}"] if f"has_{f}" in z.files else np.zeros(len(keys), dtype=bool)
+                   for f in OPTIONAL_FIELDS}
         n, f = len(keys), len(fps)
         if (keys.ndim != 1 or fp_index.shape != (n,) or models.shape != (f,)
+                or any(h.shape != (n,) for h in has.values())
                 or (n and not 0 <= int(fp_index.min()) <= int(fp_index.max()) < f)):
             raise ValueError("its index arrays do not fit together")
-        return keys, fp_index, fps, models
+        return keys, fp_index, fps, models, has
     except _UNREADABLE as e:
         logger.warning("skipping unreadable cache shard %s: %s", shard, e)
         return None
@@ -134,14 +148,18 @@ def read_arrays(shard: Path, n: int) -> dict[str, np.ndarray]:
             arrays = {k: z[k] for k in ("offsets", "truncated", "ids", "L", "H", "M2", "var")}
             if "has_top" in z.files:  # argmax ids (infill); older shards have none
                 arrays["has_top"], arrays["top"] = z["has_top"], z["top"]
+            for name in OPTIONAL_FIELDS:  # Lmax (gapk); older shards have none
+                if f"has_{name}" in z.files:
+                    arrays[f"has_{name}"], arrays[name] = z[f"has_{name}"], z[name]
     except _UNREADABLE as e:
         raise ValueError(str(e) or type(e).__name__) from None
     offsets, total = arrays["offsets"], len(arrays["ids"])
     if (offsets.shape != (n + 1,) or arrays["truncated"].shape != (n,) or int(offsets[0]) != 0
             or int(offsets[-1]) != total or bool(np.any(np.diff(offsets) < 0))
             or any(arrays[k].shape != (total,) for k in ("L", "H", "M2", "var"))
-            or ("has_top" in arrays and (arrays["has_top"].shape != (n,)
-                                         or arrays["top"].shape != (total,)))):
+            or any(f"has_{k}" in arrays and (arrays[f"has_{k}"].shape != (n,)
+                                             or arrays[k].shape != (total,))
+                   for k in ("top", *OPTIONAL_FIELDS))):
         raise ValueError("its arrays do not fit together")
     return arrays
 
@@ -179,11 +197,21 @@ class _Pending:
             "top": _cat([np.full(len(s), -1) if s.top is None else s.top for s in stats],
                         np.int32),  # [total] argmax ids, -1 where an entry has none
         }
+        for field in OPTIONAL_FIELDS:  # [n] bool and [total] float32, NaN where absent
+            values = [getattr(s, field) for s in stats]
+            arrays[f"has_{field}"] = np.array([v is not None for v in values], dtype=bool)
+            arrays[field] = _cat([np.full(len(s), np.nan) if v is None else v
+                                  for s, v in zip(stats, values)], np.float32)
         name = f"{SHARD_PREFIX}{os.getpid()}-{time.time_ns()}-{secrets.token_hex(4)}{SHARD_SUFFIX}"
         target = directory / name
         write_atomic(target, lambda f: np.savez(f, **arrays))
         self.entries.clear()
         return target
+
+
+def fields_of(stats: TokenStats) -> frozenset[str]:
+    """The optional fields (stats.OPTIONAL_FIELDS) `stats` holds."""
+    return frozenset(f for f in OPTIONAL_FIELDS if getattr(stats, f) is not None)
 
 
 def _cat(parts: list[np.ndarray], dtype) -> np.ndarray:
@@ -209,6 +237,7 @@ class StatsStore:
         self._index: dict[str, tuple[int, int]] = {}  # key -> (shard number, row)
         self._shards: list[Path] = []
         self._keys: list[np.ndarray] = []  # per shard number: its keys [n] S64
+        self._has: list[dict[str, np.ndarray]] = []  # per shard number: field -> [n] bool
         self._known: set[str] = set()
         self._bad: set[int] = set()  # shard numbers whose arrays could not be read
         self._readable: set[int] = set()  # shard numbers whose arrays were read
@@ -243,16 +272,35 @@ class StatsStore:
 
     def _add_shard(self, shard: Path) -> bool:
         self._known.add(shard.name)
-        index = read_index(shard)
+        index = _read_index(shard)
         if index is None:
             self.skipped.append(shard.name)
             return False
         number = len(self._shards)
         self._shards.append(shard)
         self._keys.append(index[0])
+        self._has.append(index[4])
         for row, key in enumerate(index[0].astype(str)):
-            self._index.setdefault(key, (number, row))
+            self._place(key, number, row)
         return True
+
+    def _fields_at(self, number: int, row: int) -> frozenset[str]:
+        """The optional fields of a stored entry."""
+        return frozenset(f for f, has in self._has[number].items() if has[row])
+
+    def _place(self, key: str, number: int, row: int) -> None:
+        """Index `key` at (shard, row) unless it is indexed at an entry holding at least the
+        same optional fields (among equals, the first shard in name order)."""
+        here = self._index.setdefault(key, (number, row))
+        if here != (number, row) and self._fields_at(*here) < self._fields_at(number, row):
+            self._index[key] = (number, row)
+
+    def _served(self, key: str) -> frozenset[str] | None:
+        """The optional fields of the entry get() would serve for `key`; None if none is held."""
+        if key in self._pending.entries:
+            return fields_of(self._pending.entries[key][0])
+        here = self._index.get(key)
+        return None if here is None else self._fields_at(*here)
 
     def _drop(self, number: int, reason: str) -> None:
         """Stop serving a shard whose arrays cannot be read: its keys are misses, unless
@@ -262,19 +310,28 @@ class StatsStore:
                        shard, reason)
         self.skipped.append(shard.name)
         self._bad.add(number)
+        lost = {k for k, v in self._index.items() if v[0] == number}
         self._index = {k: v for k, v in self._index.items() if v[0] != number}
         for other, keys in enumerate(self._keys):
             if other not in self._bad:
                 for row, key in enumerate(keys.astype(str)):
-                    self._index.setdefault(key, (other, row))
+                    if key in lost:
+                        self._place(key, other, row)
 
     def __contains__(self, key: str) -> bool:
-        """Whether get() would serve `key`: a shard is read once to make sure it can be
-        (the Ray engine plans its misses with `in`)."""
+        """Whether get() would serve `key` (to a pass asking for no optional field)."""
+        return self.holds(key)
+
+    def holds(self, key: str, fields: Set[str] = frozenset()) -> bool:
+        """Whether get(.., fields) would serve `key`: an entry holding every optional field
+        in `fields`, in a shard read once to make sure it can be (the Ray engine plans its
+        misses with this)."""
         if key in self._pending.entries:
-            return True
+            return fields <= fields_of(self._pending.entries[key][0])
         while key in self._index:
-            number = self._index[key][0]
+            number, row = self._index[key]
+            if not fields <= self._fields_at(number, row):
+                return False
             if number in self._readable or self._arrays(number) is not None:
                 return True
         return False
@@ -282,13 +339,16 @@ class StatsStore:
     def __len__(self) -> int:
         return len(self._index.keys() | self._pending.entries.keys())
 
-    def get(self, keys: Sequence[str]) -> dict[str, TokenStats]:
-        """The stored statistics of those `keys` the store holds (copies)."""
+    def get(self, keys: Sequence[str], fields: Set[str] = frozenset()) -> dict[str, TokenStats]:
+        """The stored statistics of those `keys` the store holds (copies) with every optional
+        field in `fields` (stats.OPTIONAL_FIELDS); an entry without one of them is left out,
+        a miss for this call only."""
         out: dict[str, TokenStats] = {}
         todo = []
         for key in keys:
             if key in self._pending.entries:
-                out[key] = self._pending.entries[key][0]
+                if fields <= fields_of(self._pending.entries[key][0]):
+                    out[key] = self._pending.entries[key][0]
             else:
                 todo.append(key)
         while todo:  # again for the keys of a shard found unreadable, from other shards
@@ -296,7 +356,8 @@ class StatsStore:
             for key in todo:
                 if key in self._index:
                     number, row = self._index[key]
-                    by_shard.setdefault(number, []).append((key, row))
+                    if fields <= self._fields_at(number, row):
+                        by_shard.setdefault(number, []).append((key, row))
             todo = []
             for number, rows in by_shard.items():
                 z = self._arrays(number)
@@ -307,10 +368,12 @@ class StatsStore:
                     a, b = int(z["offsets"][row]), int(z["offsets"][row + 1])
                     top = (z["top"][a:b].astype(np.int64)
                            if "has_top" in z and z["has_top"][row] else None)
+                    extra = {f: z[f][a:b].copy() for f in OPTIONAL_FIELDS
+                             if f"has_{f}" in z and z[f"has_{f}"][row]}
                     out[key] = TokenStats(ids=z["ids"][a:b].copy(), L=z["L"][a:b].copy(),
                                           H=z["H"][a:b].copy(), M2=z["M2"][a:b].copy(),
                                           var=z["var"][a:b].copy(),
-                                          truncated=bool(z["truncated"][row]), top=top)
+                                          truncated=bool(z["truncated"][row]), top=top, **extra)
         return out
 
     def _arrays(self, number: int) -> dict[str, np.ndarray] | None:
@@ -336,9 +399,12 @@ class StatsStore:
 
     def put_many(self, items: Iterable[tuple[str, TokenStats]], *, fingerprint: str = "",
                  model: str = "") -> None:
-        """Buffer entries together: a flush never splits them across shards."""
+        """Buffer entries together: a flush never splits them across shards. An entry the
+        store already serves is kept, unless the new one holds an optional field it lacks
+        (Lmax computed again for `gapk`): the new one then replaces it."""
         for key, stats in items:
-            if key not in self._index:
+            served = self._served(key)
+            if served is None or not fields_of(stats) <= served:
                 self._pending.entries[key] = (stats, fingerprint, model)
         self.maybe_flush()
 
@@ -385,6 +451,7 @@ class StatsStore:
         self._index.clear()
         self._shards.clear()
         self._keys.clear()
+        self._has.clear()
         self._known.clear()
         self._bad.clear()
         self._readable.clear()

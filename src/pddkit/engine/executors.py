@@ -3,11 +3,15 @@
 Ray actors. Both return TokenStats in the order of the texts (`token_stats`) or of token-id
 sequences (`id_stats`: `infill`'s variants), and run `samia`'s sampling
 (`sample`) where they run passes. `prepare(backend)` is called
-on every backend as it is opened, before anything asks it for facts or a fingerprint."""
+on every backend as it is opened, before anything asks it for facts or a fingerprint.
+
+`fields` (token_stats): the optional TokenStats fields the pass's methods read (Lmax,
+`gapk`). Only the statistics cache takes them (an entry stored without one is computed
+again); a backend computes every field it can on every call."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Protocol
 
 from pddkit.backends.base import Backend
@@ -19,7 +23,7 @@ class Executor(Protocol):
         """`backend`, made ready to run where this executor runs passes."""
 
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
-                    desc: str) -> list[TokenStats]:
+                    desc: str, fields: Set[str] = frozenset()) -> list[TokenStats]:
         """TokenStats of each text under `backend`, in order."""
 
     def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
@@ -47,9 +51,10 @@ class LocalExecutor:
         return backend
 
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
-                    desc: str) -> list[TokenStats]:
+                    desc: str, fields: Set[str] = frozenset()) -> list[TokenStats]:
         enc = backend.encode(texts, names, what=desc)
-        return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc)
+        return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc,
+                                     **cache_fields(backend, fields))
 
     def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
                  names: Sequence[str], desc: str) -> list[TokenStats]:
@@ -65,6 +70,12 @@ class LocalExecutor:
                seeds: Sequence[int]):
         return backend.sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds,
                               names=names)
+
+
+def cache_fields(backend: Backend, fields: Set[str]) -> dict:
+    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids):
+    none for a backend without a store, or no fields asked for."""
+    return {"fields": frozenset(fields)} if fields and getattr(backend, "store", None) else {}
 
 
 def make_executor(config) -> Executor:

@@ -30,12 +30,13 @@ import logging
 import re
 import socket
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 
 import numpy as np
 
 from pddkit import progress
 from pddkit.backends.base import Backend, BackendSpec, Encoded
+from pddkit.engine.executors import cache_fields
 from pddkit.errors import PddkitError, install_hint
 from pddkit.stats import TokenStats
 
@@ -77,13 +78,14 @@ class StatsWorker:
         return backend.fingerprint(), (facts() if facts is not None else None)
 
     def stats(self, seqs: list[list[int]], prefix: list[int] | None = None) -> list[tuple]:
-        """(L, H, M2, top, var) of each sequence: one batch of the local pass (top: the
-        argmax ids, None from a backend that gives none); given `prefix` (recall's shots), its
-        conditioned pass, the prefix computed once for the batch."""
+        """(L, H, M2, top, var, Lmax) of each sequence: one batch of the local pass (top: the
+        argmax ids, Lmax the largest log-probabilities, None from a backend that gives none);
+        given `prefix` (recall's shots), its conditioned pass, the prefix computed once for
+        the batch."""
         backend, flags = self.backend(), [False] * len(seqs)
         out = (backend.stats_for_ids(seqs, flags, desc="ray actor") if prefix is None
                else backend.stats_given_prefix(prefix, seqs, flags, desc="ray actor"))
-        return [(st.L, st.H, st.M2, st.top, st.var) for st in out]
+        return [(st.L, st.H, st.M2, st.top, st.var, st.Lmax) for st in out]
 
 
     def sample(self, prompts: list[str], names: list[str], n: int, top_k: int, top_p: float,
@@ -289,10 +291,10 @@ class RayExecutor:
             self._pool = None
 
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
-                    desc: str) -> list[TokenStats]:
+                    desc: str, fields: Set[str] = frozenset()) -> list[TokenStats]:
         self.prepare(backend)
         enc = backend.encode(texts, names, what=desc)
-        return self.id_stats(backend, enc.ids, enc.truncated, names, desc)
+        return self.id_stats(backend, enc.ids, enc.truncated, names, desc, fields=fields)
 
     def conditioned_stats(self, backend: Backend, prefix: Sequence[int],
                           ids: Sequence[Sequence[int]], truncated: Sequence[bool],
@@ -302,9 +304,11 @@ class RayExecutor:
         return self.id_stats(backend, ids, truncated, names, desc, prefix=[int(t) for t in prefix])
 
     def id_stats(self, backend: Backend, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                 names: Sequence[str], desc: str, prefix: list[int] | None = None) -> list[TokenStats]:
+                 names: Sequence[str], desc: str, prefix: list[int] | None = None,
+                 fields: Set[str] = frozenset()) -> list[TokenStats]:
         """TokenStats of token-id sequences (`infill`'s variants) under `backend`, in order:
-        the pass token_stats runs after encoding, behind the cache when there is one."""
+        the pass token_stats runs after encoding, behind the cache when there is one (its
+        misses: entries it lacks, or holds without one of `fields`, executors.py)."""
         self.prepare(backend)
         enc = Encoded(ids=[list(s) for s in ids], truncated=[bool(t) for t in truncated])
         store = getattr(backend, "store", None)
@@ -317,7 +321,7 @@ class RayExecutor:
         from pddkit.cache import text_key
 
         fp = backend.fingerprint() if prefix is None else backend.prefix_fingerprint(prefix)
-        todo = [i for i, s in enumerate(enc.ids) if text_key(fp, list(s)) not in store]
+        todo = [i for i, s in enumerate(enc.ids) if not store.holds(text_key(fp, list(s)), fields)]
         todo.sort(key=lambda i: -len(enc.ids[i]))
         misses = [list(enc.ids[i]) for i in todo]
         stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc, prefix)
@@ -335,7 +339,8 @@ class RayExecutor:
         if prefix is not None:
             return backend.stats_given_prefix(prefix, enc.ids, enc.truncated, desc=desc,
                                               compute=compute)
-        return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc, compute=compute)
+        return backend.stats_for_ids(enc.ids, enc.truncated, desc=desc, compute=compute,
+                                     **cache_fields(backend, fields))
 
     def sample(self, backend: Backend, prompts: Sequence[str], names: Sequence[str], n: int,
                top_k: int, top_p: float, temperature: float, max_new_tokens: int | None,
@@ -399,9 +404,11 @@ class RayExecutor:
 
 def _stats(ids: Sequence[int], arrays: tuple, truncated: bool) -> TokenStats:
     """TokenStats as the local pass gives them: int64 ids, float32 L, H, M2, int64 top
-    (the argmax ids, when the actor's backend gives them), float32 var."""
+    (the argmax ids, when the actor's backend gives them), float32 var, float32 Lmax (when
+    the actor's backend gives it)."""
     L, H, M2 = (np.asarray(a, dtype=np.float32) for a in arrays[:3])
-    top, var = arrays[3], arrays[4]
+    top, var, Lmax = arrays[3], arrays[4], arrays[5]
     return TokenStats(np.asarray(ids, dtype=np.int64), L, H, M2, bool(truncated),
                       top=None if top is None else np.asarray(top, dtype=np.int64),
-                      var=np.asarray(var, dtype=np.float32))
+                      var=np.asarray(var, dtype=np.float32),
+                      Lmax=None if Lmax is None else np.asarray(Lmax, dtype=np.float32))

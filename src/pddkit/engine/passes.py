@@ -54,13 +54,16 @@ class PassContext:
     shots: object | None = None  # data.shots.ShotPool of recall / conrecall (SPEC 3b)
     language: str | None = None  # the data set's declared language ("zh": jieba words)
 
-    def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str) -> list[TokenStats]:
-        """TokenStats of `texts` under `backend`, through the executor; never non-finite."""
-        out = self.executor.token_stats(backend, texts, names, desc)
+    def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str,
+              fields: frozenset[str] = frozenset()) -> list[TokenStats]:
+        """TokenStats of `texts` under `backend`, through the executor; never non-finite.
+        `fields`: the optional TokenStats fields the methods read (executors.py)."""
+        out = self.executor.token_stats(backend, texts, names, desc, fields=fields)
         finite = backend.capabilities.full_distribution
         for st, name in zip(out, names):
             bad = not np.isfinite(st.L).all() or (
-                finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()))
+                finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()
+                                and (st.Lmax is None or np.isfinite(st.Lmax).all())))
             if bad:
                 raise PddkitError(f"{backend.name} gave non-finite log-probabilities for {name} "
                                   "(a float16 overflow? try `dtype='float32'`)")
@@ -113,7 +116,8 @@ def target_pass(ctx: PassContext) -> None:
         logger.info("no method of this run reads the target statistics: the target pass "
                     "is skipped (the texts are only tokenised)")
         return
-    target = ctx.stats(ctx.target, ctx.texts, ctx.names, "target pass")
+    fields = frozenset().union(*(c.spec.reads for c in ctx.calls))  # Lmax for gapk
+    target = ctx.stats(ctx.target, ctx.texts, ctx.names, "target pass", fields=fields)
     ctx.fields["target"] = target
     # SPEC section 3: for a truncated text, `zlib` and `lowercase` use the scored span
     ctx.spans = [ctx.target.decode(st.ids.tolist()) if st.truncated else text

@@ -106,7 +106,8 @@ def check_params(call: MethodCall) -> None:
 
     st = TokenStats.from_lists([5, 7, 5, 9, 11, 7, 13, 2], [-1.0, -2.5, -0.5, -3.0, -1.5, -2.0, -0.2, -4.0],
                                [1.0, 2.0, 0.5, 3.0, 1.5, 2.5, 0.1, 3.5],
-                               [2.0, 6.0, 0.5, 12.0, 3.0, 8.0, 0.05, 15.0])
+                               [2.0, 6.0, 0.5, 12.0, 3.0, 8.0, 0.05, 15.0],
+                               Lmax=[-0.5, -1.0, -0.2, -1.0, -0.5, -1.0, -0.05, -1.5])
     obs = Observation(text="a made up text of eight words here", target=st, lower=st,
                       reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
                       conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),

@@ -23,7 +23,7 @@ from pddkit.errors import PddkitError
 from pddkit.methods.grid import Grid
 from pddkit.params import bind_params, parse_spec, split_spec_list
 from pddkit.registry import Registry
-from pddkit.stats import Observation
+from pddkit.stats import OPTIONAL_FIELDS, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class MethodSpec:
     cost: str = "none"  # model work per text beyond the target pass, as `pddkit list` shows it
     named_only: bool = False  # not part of "all": runs only when named (costly, or leaves texts out)
     reads_target: bool = True  # False: never reads obs.target (only such methods: no target pass)
+    reads: frozenset[str] = frozenset()  # optional target fields it reads (stats.OPTIONAL_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ METHODS.set_loader(_load_builtin)
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
                     summary: str, fallback: Callable[..., str | None] | None = None,
-                    cost: str = "none", named_only: bool = False, reads_target: bool = True):
+                    cost: str = "none", named_only: bool = False, reads_target: bool = True,
+                    reads: tuple[str, ...] = ()):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
@@ -171,10 +173,16 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     what model work a text costs beyond the target pass (`pddkit list`); a `named_only`
     method is not part of "all" (it runs when named); a method with `reads_target=False`
     never reads the target statistics (`samia`: sampled texts only), so a plan of only such
-    methods skips the target pass and its Observation.target is an empty TokenStats."""
+    methods skips the target pass and its Observation.target is an empty TokenStats;
+    `reads` names the optional TokenStats fields it reads from obs.target (Lmax: `gapk`),
+    which the target pass asks the statistics cache for (an entry stored without one is a
+    miss for such a run only)."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
+    if not set(reads) <= set(OPTIONAL_FIELDS):
+        unread = sorted(set(reads) - set(OPTIONAL_FIELDS))
+        raise ValueError(f"method {name} reads unknown statistics {unread}")
 
     def deco(fn: Callable[..., float]) -> Callable[..., float]:
         sig = inspect.signature(fn)
@@ -190,7 +198,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                                  f"hyperparameters {defaults}")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
                                      frozenset(requires), grid, frozenset(text_requires),
-                                     fallback, cost, named_only, reads_target))
+                                     fallback, cost, named_only, reads_target, frozenset(reads)))
         return fn
 
     return deco
@@ -209,8 +217,9 @@ def unmet(spec: MethodSpec, capabilities) -> str | None:
     if not missing:
         return None
     if missing == ["full_distribution"]:
+        reads = ", ".join(["H", "M2", *sorted(spec.reads)])
         return (f"skipping {spec.name}: the backend gives only token log-probabilities, "
-                "not the full next-token distribution it reads (H, M2)")
+                f"not the full next-token distribution it reads ({reads})")
     what = " and ".join(REQUIREMENTS[m] for m in missing).replace(
         "hidden states and a local model", "hidden states of a local model")
     return f"skipping {spec.name}: it needs {what}, which this backend does not give"
