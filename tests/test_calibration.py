@@ -16,8 +16,9 @@ from pddkit.engine.plan import Resources, make_plan
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 
-WORDS = ("amber basalt cobalt dune ember fjord granite heath iris jade kelp lichen moss nettle "
-         "onyx pumice quartz reed slate tundra umber violet willow xenon yarrow zinc").split()
+WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "granite", "heath", "iris",
+         "jade", "kelp", "lichen", "moss", "nettle", "onyx", "pumice", "quartz", "reed", "slate",
+         "tundra", "umber", "violet", "willow", "xenon", "yarrow", "zinc"]
 
 
 def text(i: int, n: int = 20) -> str:
@@ -67,7 +68,7 @@ def test_held_out_needs_labels_and_a_text_of_each_class_to_evaluate():
                                           r"`calibration`"):
         held_out(unlabelled, 0)
     two = data(2)  # one text per class: 30% of one text leaves no member on one side
-    with pytest.raises(PddkitError, match="^holding out calibration data \\(30%\\) leaves no"):
+    with pytest.raises(PddkitError, match=r"^holding out calibration data \(30%\) leaves no"):
         held_out(two, 0)
 
 
