@@ -1,4 +1,4 @@
-"""ACMIA (Zare Zade et al. 2025, "Automatic Calibration for Membership Inference Attack on
+"""ACMIA (Zade et al. 2025, "Automatic Calibration for Membership Inference Attack on
 Large Language Models", arXiv 2505.03392): each token's log-probability re-normalised at
 other temperatures, q^b = softmax(b log P_i) (temperature 1/b), and compared with the
 log-probability itself. With F the first occurrence of each distinct id in x_1..x_n and
@@ -124,7 +124,7 @@ def fit(observations: Sequence[Observation], labels: np.ndarray, *, variant: str
 
 @register_method("acmia", requires=("full_distribution",), reads=("tempered",), named_only=True,
                  calibration=Calibration(fit, needed=lambda params: params["beta"] is None),
-                 paper="Zare Zade et al. 2025",
+                 paper="Zade et al. 2025",
                  cost="no extra pass: 52 temperatures summed over the vocabulary per distinct "
                       "token, in the target pass",
                  summary="log-probability minus its value re-normalised at temperature 1/beta "
