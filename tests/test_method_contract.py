@@ -24,8 +24,15 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # gapk: the top-1 log-probability is -0.2 H (a possible value: at least -H, the mean of
     # log P) or the text's own token where that is higher (the token is the argmax there)
     Lmax = np.maximum(L, -0.2 * H)
+    # acmia: the tempered log-probabilities' mean over first occurrences one nat below the
+    # text's own mean log-probability for a member, one above for a non-member (ac at b <= 1:
+    # +1 and -1), and the normalised term +1 / -1
+    first = np.unique(ids, return_index=True)[1]
+    mean_first = float(np.mean(L.astype(np.float32).astype(np.float64)[first]))
+    sign = 1.0 if member else -1.0
+    tempered = np.stack([np.full(52, mean_first - sign), np.full(52, sign)])
     tgt = TokenStats(ids, L.astype(np.float32), H.astype(np.float32), M2.astype(np.float32),
-                     Lmax=Lmax.astype(np.float32))
+                     Lmax=Lmax.astype(np.float32), tempered=tempered)
     nbs = tuple(TokenStats(ids, np.full(n, -6.0, np.float32), H.astype(np.float32),
                            M2.astype(np.float32)) for _ in range(3))
     # the probe's input is not made up here: a LinearProbe fitted on separable activations
@@ -73,21 +80,31 @@ def test_registry_holds_the_eight_spec_methods():
     assert set(ALL) >= {"loss", "zlib", "lowercase", "ref", "mink", "minkpp", "surp", "dcpdd"}
 
 
+def fitted(spec, observations, labels) -> dict:
+    """The defaults, or for a method fitting on calibration texts (acmia without beta) the
+    hyperparameters its fit on `observations` leaves (a run fits them on calibration data)."""
+    params = dict(spec.defaults)
+    if spec.calibration is not None and spec.calibration.needed(params):
+        params = spec.calibration.fit(observations, np.asarray(labels), **params).params
+    return params
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_contract(name):
     spec = METHODS.get(name)
     rng = np.random.default_rng(0)
     members = [make_obs(rng, True, n) for n in rng.integers(1, 60, 40)]
     nonmembers = [make_obs(rng, False, n) for n in rng.integers(1, 60, 40)]
+    params = fitted(spec, members + nonmembers, [1] * 40 + [0] * 40)
     for o in members + nonmembers:
-        s = spec.fn(o, **spec.defaults)
+        s = spec.fn(o, **params)
         assert isinstance(s, float) and np.isfinite(s)
-        assert spec.fn(o, **spec.defaults) == s  # deterministic
+        assert spec.fn(o, **params) == s  # deterministic
     before = members[0].target.L.copy()
-    spec.fn(members[0], **spec.defaults)
+    spec.fn(members[0], **params)
     assert np.array_equal(before, members[0].target.L)  # pure: inputs untouched
-    sm = [spec.fn(o, **spec.defaults) for o in members]
-    sn = [spec.fn(o, **spec.defaults) for o in nonmembers]
+    sm = [spec.fn(o, **params) for o in members]
+    sn = [spec.fn(o, **params) for o in nonmembers]
     assert min(sm) > max(sn), f"{name}: members must score higher"
 
 
@@ -101,16 +118,18 @@ def test_edge_statistics_stay_finite(name):
         ([2, 3], [-80.0, -1e-7], [0.0, 10.0], [0.0, 100.0], [0.0, -1e-7]),
     ]
     for ids, L, H, M2, Lmax in cases:
-        st = TokenStats.from_lists(ids, L, H, M2, Lmax=Lmax)
+        st = TokenStats.from_lists(ids, L, H, M2, Lmax=Lmax,
+                                   tempered=[[L[0] - 1.0] * 52, [0.0] * 26 + [3.4e38] * 26])
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
                         conditioned={("member", 7): st, ("nonmember", 7): one_point})
-        assert np.isfinite(spec.fn(o, **spec.defaults))
+        assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 
 def test_every_method_declares_paper_and_summary():
     for spec in METHODS:
         assert spec.paper and spec.summary
         for v in spec.defaults.values():
-            assert isinstance(v, (int, float, str))  # a str: a choice (infill's variant)
+            # a str: a choice (infill's variant); None: chosen on calibration data (acmia's beta)
+            assert isinstance(v, (int, float, str)) or (v is None and spec.calibration)

@@ -36,7 +36,8 @@ def test_what_the_built_in_methods_read():
     assert METHODS.get("minkpp").requires == {"full_distribution"}
     assert METHODS.get("gapk").requires == {"full_distribution"}
     assert METHODS.get("gapk").reads == {"Lmax"}  # asked of the cache by the target pass
-    assert all(not m.reads for m in METHODS if m.name != "gapk")
+    assert METHODS.get("acmia").reads == {"tempered"}  # asked of the pass, computed on request
+    assert all(not m.reads for m in METHODS if m.name not in ("gapk", "acmia"))
     assert METHODS.get("surp").requires == {"full_distribution"}
     assert METHODS.get("probe").requires == {"hidden_states", "local_model"}
     for name in ("loss", "zlib", "lowercase", "ref", "mink", "dcpdd", "neighbor"):

@@ -128,6 +128,7 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           quantize: str | None = None, cache: str | None = None, freq: str | None = None,
           mask_model: str | None = None,
           neighbors_file: str | None = None, prefix_data: str | None = None,
+          calibration: str | None = None,
           probe_data: str | None = None, probe_load: str | None = None,
           probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
           probe_standardize: str = "per_set", batch_size: int | str = 8,
@@ -176,6 +177,9 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
         neighbors_file: The neighbors.jsonl an earlier run saved, reused by `neighbor`.
         prefix_data: Labelled table of the shots of `recall` and `conrecall` (labelled texts
             put before each text).
+        calibration: Labelled table of texts that calibrated methods (`acmia` without
+            `beta`) fit on, never evaluated; without it, a seeded stratified 30% of the
+            labelled texts is held out (SPEC 3e).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows
@@ -223,6 +227,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              quantize: str | None = None, cache: str | None = None, freq: str | None = None,
              mask_model: str | None = None,
              neighbors_file: str | None = None, prefix_data: str | None = None,
+          calibration: str | None = None,
              probe_data: str | None = None, probe_load: str | None = None,
              probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
              probe_standardize: str = "per_set",
@@ -281,6 +286,9 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
         neighbors_file: The neighbors.jsonl an earlier run saved, reused by `neighbor`.
         prefix_data: Labelled table of the shots of `recall` and `conrecall` (labelled texts
             put before each text).
+        calibration: Labelled table of texts that calibrated methods (`acmia` without
+            `beta`) fit on, never evaluated; without it, a seeded stratified 30% of the
+            labelled texts is held out (SPEC 3e).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows

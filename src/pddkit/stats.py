@@ -12,7 +12,14 @@ directly, as sum_v P(v) (log P(v) + H)^2, in the same pass, and readers of the v
 Lmax, the largest log-probability at each position (gapk), is optional (OPTIONAL_FIELDS):
 a backend with the full distribution gives it, the statistics cache stores it where an
 entry has it, and a method that reads it says so (register_method's `reads`), so that an
-entry stored without it is computed again for that method only."""
+entry stored without it is computed again for that method only.
+
+`tempered` (acmia) is optional too, and one per text rather than per token: [2, 52] float64,
+the means over the first occurrence of each distinct id of the tempered log-probability
+L_i^b = b L_i - logsumexp_v(b log P_i(v)) (row 0) and of its normalised form
+b (L_i - E_q[log P_i]) / (b sd_q(log P_i) + 1e-10), q = softmax(b log P_i) (row 1), at each
+inverse temperature b of ACMIA_BETAS (SPEC 3e). A backend computes it only when a pass asks
+for it (ON_REQUEST): it costs 52 sums over the vocabulary per position."""
 
 from __future__ import annotations
 
@@ -24,7 +31,14 @@ import numpy as np
 # TokenStats fields a backend may leave None and a method may read (register_method's
 # `reads`): the statistics cache serves an entry stored without one as a miss only to a
 # pass whose methods read it
-OPTIONAL_FIELDS = ("Lmax",)
+OPTIONAL_FIELDS = ("Lmax", "tempered")
+# optional fields held once per text, with their shape (the others: one float per token)
+PER_TEXT_SHAPES = {"tempered": (2, 52)}
+# optional fields a backend computes only when a pass asks for them (their cost is not small)
+ON_REQUEST = frozenset({"tempered"})
+# ACMIA's inverse temperatures (SPEC 3e; com_pro_dis.py:220-224): b_0 = 0 and
+# b_j = 2^(0.1 (j - 26)), j = 1..51 (b_26 = 1); the columns of TokenStats.tempered
+ACMIA_BETAS = (0.0, *(2.0 ** (0.1 * (j - 26)) for j in range(1, 52)))
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,8 @@ class TokenStats:
     # [n] float32 max_v log P_i(v) (gapk); None where not computed (a backend giving only L,
     # or a cache entry stored before pddkit kept it)
     Lmax: np.ndarray | None = None
+    # [2, 52] float64 per text (acmia; module docstring); None where not computed
+    tempered: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.var is None:
@@ -62,9 +78,9 @@ class TokenStats:
 
     @classmethod
     def from_lists(cls, ids, L, H=None, M2=None, truncated: bool = False,
-                   var=None, Lmax=None) -> TokenStats:
+                   var=None, Lmax=None, tempered=None) -> TokenStats:
         """Hand-made statistics (tests, examples): H and M2 default to zeros, var to
-        M2 - H^2 (float64), Lmax to None."""
+        M2 - H^2 (float64), Lmax and tempered to None."""
         n = len(ids)
         zeros = [0.0] * n
         return cls(
@@ -75,6 +91,7 @@ class TokenStats:
             truncated=truncated,
             var=None if var is None else np.asarray(var, dtype=np.float32),
             Lmax=None if Lmax is None else np.asarray(Lmax, dtype=np.float32),
+            tempered=None if tempered is None else np.asarray(tempered, dtype=np.float64),
         )
 
 

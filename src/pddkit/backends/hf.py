@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from pddkit.backends import register_backend
@@ -305,13 +305,16 @@ class HFBackend:
         return Encoded(ids=enc.ids, truncated=enc.truncated)
 
     def stats_for_ids(self, ids: Sequence[Sequence[int]], truncated: Sequence[bool],
-                      desc: str = "statistics") -> list[TokenStats]:
+                      desc: str = "statistics", fields: Set[str] = frozenset()) -> list[TokenStats]:
+        """TokenStats per id sequence; `fields` asks for the optional fields computed only on
+        request (stats.ON_REQUEST: `tempered`, acmia)."""
         if self.batch_size == "auto" and ids:
             from pddkit.backends.stats_pass import largest_batch
 
             self.batch_size = self.runner.batch_size = largest_batch(
                 self.runner, max(ids, key=len), len(ids))
-        return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc)
+        return self.runner.run_ids([list(s) for s in ids], list(truncated), desc=desc,
+                                   tempered="tempered" in fields)
 
     def tokenize(self, text: str) -> list[int]:
         """Token ids of `text` (add_special_tokens=False), never cut (recall's shots)."""

@@ -1,5 +1,7 @@
 """The statistics pass: L, H, M2, var, Lmax (and the argmax id, TokenStats.top) for
-every text position in one forward.
+every text position in one forward; when asked (`tempered=True`), ACMIA's per-text means
+of the tempered log-probabilities at its 52 inverse temperatures (TokenStats.tempered),
+accumulated chunk by chunk from the same logits.
 
 Texts are sorted by length and batched; the model body runs once per batch; the output
 head and the softmax run over the non-padding positions only, in chunks sized so that
@@ -18,11 +20,16 @@ import numpy as np
 from pddkit import progress
 from pddkit.backends.hf_loading import LoadedModel, start_token_id
 from pddkit.errors import PddkitError
-from pddkit.stats import TokenStats
+from pddkit.stats import ACMIA_BETAS, TokenStats
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20
+# the tempered sums run over row groups whose [rows, 10, V] float32 block of exponentials
+# stays this small, so that its squarings and reductions work in the CPU's cache
+TEMPERED_BYTES = 4 * 2**20
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+D_FLOOR = -1e4  # log p - Lmax below this (only masked entries of the vocabulary) is floored
 AUTO_BATCH_CAP = {"cpu": 32, "other": 1024}  # batch_size="auto" tries no more than this
 
 
@@ -109,6 +116,62 @@ def chunk_stats(logits, targets):
     return L, H, M2, var, top, Lmax
 
 
+def tempered_chunk(logits, targets):
+    """[C, V] logits, [C] target ids -> (Lb, norm), each [C, 52] float32: per position and
+    inverse temperature b of ACMIA_BETAS (SPEC 3e), with d = log p - Lmax (<= 0),
+    e = exp(b d) and S = sum_v e (>= 1):
+      Lb   = b L - logsumexp_v(b log p)  = b (L - Lmax) - log S
+      norm = (Lb - mu) / (sigma + 1e-10) = b ((L - Lmax) - m) / (b sqrt(v) + 1e-10)
+    where m = sum e d / S = E_q[log p] - Lmax and v = sum e d^2 / S - m^2 = Var_q[log p],
+    q = softmax(b log p): mu = sum q log q = b E_q[log p] - logsumexp and sigma = b sd_q,
+    the same numbers without the cancellation of two values near -logsumexp (the moments
+    are taken about the mode, d = 0, not about zero). NaN in norm becomes 0 and it is
+    clipped to the float32 range (Main_file.py:275).
+
+    The grid doubles b every 10 steps (b_(j+10) = 2 b_j), so exp(b_(j+10) d) = exp(b_j d)^2:
+    10 exponentials per position (b_1..b_10) and squarings for the other 41, each block of
+    10 reduced (one batched product with [1, d, d^2]) before it is squared in place. Besides
+    the logits, [C, V] x 4 and [C, 10, V] float32 are alive."""
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
+    L = logp.gather(1, targets[:, None])[:, 0]  # [C]
+    Lmax = logp.max(-1).values  # [C]
+    # [C, V] log p - Lmax in place of log p; a masked entry (a -inf logit) floored at
+    # -1e4, where exp(b d) is 0 for every b > 0 and 0 * d stays 0 (never 0 * -inf)
+    d = logp.sub_(Lmax[:, None]).clamp_(min=D_FLOOR)
+    moments = torch.stack((d, d * d), 1)  # [C, 2, V] (read transposed: the faster product)
+    sums = torch.empty((d.shape[0], len(ACMIA_BETAS), 3), device=d.device)  # [C, 52, 3]
+    sums[:, 0, 0] = d.shape[1]  # b = 0: e = 1 everywhere
+    sums[:, 0, 1:] = moments.sum(2)
+    betas = torch.tensor(ACMIA_BETAS, dtype=torch.float32, device=d.device)  # [52]
+    e = torch.mul(betas[None, 1:11, None], d[:, None, :]).exp_()  # [C, 10, V] b_1..b_10
+    for lo in range(1, len(ACMIA_BETAS), 10):
+        if lo > 1:
+            e.square_()  # b_lo.. = 2 x the previous block's
+        n = min(10, len(ACMIA_BETAS) - lo)
+        sums[:, lo:lo + n, 0] = e[:, :n].sum(-1)  # [C, n] S
+        sums[:, lo:lo + n, 1:] = torch.bmm(e[:, :n], moments.transpose(1, 2))  # [C, n, 2]
+    S = sums[..., 0]  # [C, 52]
+    m = sums[..., 1] / S  # [C, 52]
+    v = (sums[..., 2] / S - m * m).clamp_(min=0.0)  # [C, 52]
+    gap = (L - Lmax)[:, None]  # [C, 1] <= 0
+    Lb = betas * gap - torch.log(S)  # [C, 52]
+    norm = betas * (gap - m) / (betas * v.sqrt() + 1e-10)  # [C, 52]
+    return Lb, torch.nan_to_num(norm, nan=0.0, posinf=FLOAT32_MAX, neginf=-FLOAT32_MAX)
+
+
+def first_occurrences(seqs: Sequence[Sequence[int]]) -> np.ndarray:
+    """[P] bool over the positions of `seqs` laid end to end: the first occurrence of each
+    distinct id within its own sequence (F of SPEC 3e; numpy.unique's return_index)."""
+    out = []
+    for s in seqs:
+        mask = np.zeros(len(s), dtype=bool)
+        mask[np.unique(np.asarray(s, dtype=np.int64), return_index=True)[1]] = True
+        out.append(mask)
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+
 class StatsRunner:
     """Computes TokenStats for a model; one instance per loaded model."""
 
@@ -135,7 +198,8 @@ class StatsRunner:
         return self.run_ids(enc.ids, enc.truncated, desc=desc)
 
     def run_ids(self, ids: list[list[int]], truncated: list[bool] | None = None,
-                desc: str = "statistics") -> list[TokenStats]:
+                desc: str = "statistics", tempered: bool = False) -> list[TokenStats]:
+        """TokenStats of each id sequence; `tempered`: with TokenStats.tempered (acmia)."""
         import torch
 
         truncated = truncated or [False] * len(ids)
@@ -147,10 +211,11 @@ class StatsRunner:
         with torch.inference_mode():
             for b in range(0, len(order), self.batch_size):
                 batch = order[b:b + self.batch_size]
-                stats = self._batch([ids[i] for i in batch])
-                for i, (L, H, M2, var, top, Lmax) in zip(batch, stats):
+                stats = self._batch([ids[i] for i in batch], tempered=tempered)
+                for i, (L, H, M2, var, top, Lmax, temp) in zip(batch, stats):
                     out[i] = TokenStats(np.asarray(ids[i], dtype=np.int64), L, H, M2,
-                                        truncated[i], top=top, var=var, Lmax=Lmax)
+                                        truncated[i], top=top, var=var, Lmax=Lmax,
+                                        tempered=temp)
                 bar.update(sum(len(ids[i]) for i in batch))
         bar.close()
         return out  # type: ignore[return-value]
@@ -187,7 +252,8 @@ class StatsRunner:
             kwargs["use_cache"] = False
         return self.body(**kwargs)[0]
 
-    def _batch(self, seqs: list[list[int]]):
+    def _batch(self, seqs: list[list[int]], tempered: bool = False):
+        """Per sequence (L, H, M2, var, top, Lmax, tempered or None)."""
         import torch
 
         input_ids, mask, position_ids, predict = self._inputs(seqs)
@@ -199,20 +265,39 @@ class StatsRunner:
         V = self.head.weight.shape[0] if self.body is not None else hidden.shape[-1]
         chunk = max(1, self.chunk_bytes // (V * 4 * 3))
         parts, tops = [], []
+        if tempered:  # per position: its text, and whether it is its id's first occurrence
+            first = torch.from_numpy(first_occurrences(seqs)).to(h.device)  # [P]
+            row = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(
+                [len(s) for s in seqs])).to(h.device)  # [P]
+            acc = "cpu" if h.device.type == "mps" else h.device  # MPS has no float64
+            sums = torch.zeros((len(seqs), 2, len(ACMIA_BETAS)), dtype=torch.float64,
+                               device=acc)  # [B, 2, 52]
+            group = max(1, TEMPERED_BYTES // (V * 4 * 10))
         for c in range(0, h.shape[0], chunk):
             hc = h[c:c + chunk]
             logits = hc if self.body is None else _postprocess(self.lm.model.config, self.head(hc))
+            if tempered:
+                at = torch.nonzero(first[c:c + chunk])[:, 0]  # [Cf] rows of first occurrences
+                for g in range(0, at.shape[0], group):
+                    rows = at[g:g + group]
+                    Lb, norm = tempered_chunk(logits[rows], tgt[c:c + chunk][rows])  # [G, 52]
+                    sums.index_add_(0, row[c:c + chunk][rows].to(acc),
+                                    torch.stack((Lb, norm), 1).to(acc).double())  # [G, 2, 52]
             L, H, M2, var, top, Lmax = chunk_stats(logits, tgt[c:c + chunk])
             parts.append(torch.stack((L, H, M2, var, Lmax), dim=1))  # [C, 5]
             tops.append(top)  # [C]
         flat = torch.cat(parts).float().cpu().numpy()  # [P, 5]
         argmax = torch.cat(tops).to(torch.int64).cpu().numpy()  # [P]
+        means = None
+        if tempered:  # sums over F -> means over F (|F| >= 1: a sequence is never empty)
+            distinct = torch.tensor([len(set(s)) for s in seqs], dtype=torch.float64)
+            means = (sums.cpu() / distinct[:, None, None]).numpy()  # [B, 2, 52]
         result, start = [], 0
-        for s in seqs:
+        for r, s in enumerate(seqs):
             block = flat[start:start + len(s)]
             result.append((block[:, 0].copy(), block[:, 1].copy(), block[:, 2].copy(),
                            block[:, 3].copy(), argmax[start:start + len(s)].copy(),
-                           block[:, 4].copy()))
+                           block[:, 4].copy(), None if means is None else means[r].copy()))
             start += len(s)
         return result
 

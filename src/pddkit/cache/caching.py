@@ -22,7 +22,7 @@ from pddkit.backends.base import Backend, Capabilities, Encoded
 from pddkit.cache.fingerprint import cache_fingerprint
 from pddkit.cache.memo import Memo, text_digest
 from pddkit.cache.store import StatsStore, text_key
-from pddkit.stats import TokenStats
+from pddkit.stats import ON_REQUEST, TokenStats
 
 logger = logging.getLogger(__name__)
 
@@ -170,8 +170,12 @@ class CachingBackend:
         desc)` computes the misses elsewhere (the Ray executor); default: the backend.
         `key`: what the entries are keyed by instead of the fingerprint (a prefix's).
         `fields`: optional TokenStats fields the caller's methods read (Lmax, `gapk`); an
-        entry stored without one is a miss here, computed again and stored in its place."""
-        compute = compute or (lambda i, t, d: self.backend.stats_for_ids(i, t, desc=d))
+        entry stored without one is a miss here, computed again and stored in its place;
+        those computed only on request (stats.ON_REQUEST: `tempered`) are asked of the
+        backend."""
+        asked = frozenset(fields) & ON_REQUEST
+        compute = compute or (lambda i, t, d: self.backend.stats_for_ids(
+            i, t, desc=d, **({"fields": asked} if asked else {})))
         fp = key or self.fingerprint()
         seqs = [list(s) for s in ids]
         flags = [bool(t) for t in truncated]

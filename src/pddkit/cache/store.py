@@ -7,12 +7,14 @@ per entry; a shard written before either existed reads as top=None. Each entry's
 (TokenStats.var) is `var`; a shard without it (written before pddkit stored it, under
 an older statistics format whose keys never match) is refused as unreadable rather than read
 with a variance derived from M2 - H^2. An optional field (stats.OPTIONAL_FIELDS: Lmax,
-`gapk`) is `<field>` (float32, NaN where absent) with `has_<field>` per entry; a shard
-written before it existed reads as None, an entry that stays a hit for every pass not
-asking for the field (`get(keys, fields)`, `holds`). A pass asking for it computes the
-entry again, and the new entry replaces the old one (put_many, _place). A shard is written to a
-hidden `*.tmp` file and renamed into place, so a killed process leaves no shard a later run
-could read as complete; each writer names its own shards, so processes need no locks.
+`gapk`) is `<field>` (float32, NaN where absent) with `has_<field>` per entry; one held
+per text (stats.PER_TEXT_SHAPES: tempered, `acmia`) is one float64 row per entry
+([n, 2, 52]). A shard written before a field existed reads it as None, an entry that
+stays a hit for every pass not asking for the field (`get(keys, fields)`, `holds`). A
+pass asking for it computes the entry again, and the new entry replaces the old one
+(put_many, _place). A shard is written to a hidden `*.tmp` file and renamed into place,
+so a killed process leaves no shard a later run could read as complete; each writer names
+its own shards, so processes need no locks.
 
 A shard that cannot be read (truncated, garbage, arrays that do not fit together) is
 skipped with a warning and counted (`StatsStore.skipped`, a notice of the run, `cache info`):
@@ -36,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.stats import OPTIONAL_FIELDS, TokenStats
+from pddkit.stats import OPTIONAL_FIELDS, PER_TEXT_SHAPES, TokenStats
 
 logger = logging.getLogger(__name__)
 
@@ -158,10 +160,16 @@ def read_arrays(shard: Path, n: int) -> dict[str, np.ndarray]:
             or int(offsets[-1]) != total or bool(np.any(np.diff(offsets) < 0))
             or any(arrays[k].shape != (total,) for k in ("L", "H", "M2", "var"))
             or any(f"has_{k}" in arrays and (arrays[f"has_{k}"].shape != (n,)
-                                             or arrays[k].shape != (total,))
+                                             or arrays[k].shape != _field_shape(k, n, total))
                    for k in ("top", *OPTIONAL_FIELDS))):
         raise ValueError("its arrays do not fit together")
     return arrays
+
+
+def _field_shape(name: str, n: int, total: int) -> tuple[int, ...]:
+    """The shape of an optional field's array in a shard of `n` entries and `total`
+    positions: one row per entry (stats.PER_TEXT_SHAPES: tempered), or one value per position."""
+    return (n, *PER_TEXT_SHAPES[name]) if name in PER_TEXT_SHAPES else (total,)
 
 
 class _Pending:
@@ -200,6 +208,12 @@ class _Pending:
         for field in OPTIONAL_FIELDS:  # [n] bool and [total] float32, NaN where absent
             values = [getattr(s, field) for s in stats]
             arrays[f"has_{field}"] = np.array([v is not None for v in values], dtype=bool)
+            if field in PER_TEXT_SHAPES:  # [n, *shape] float64, one row per entry
+                shape = PER_TEXT_SHAPES[field]
+                arrays[field] = np.stack([np.full(shape, np.nan) if v is None else
+                                          np.asarray(v, dtype=np.float64).reshape(shape)
+                                          for v in values]) if values else np.zeros((0, *shape))
+                continue
             arrays[field] = _cat([np.full(len(s), np.nan) if v is None else v
                                   for s, v in zip(stats, values)], np.float32)
         name = f"{SHARD_PREFIX}{os.getpid()}-{time.time_ns()}-{secrets.token_hex(4)}{SHARD_SUFFIX}"
@@ -368,8 +382,8 @@ class StatsStore:
                     a, b = int(z["offsets"][row]), int(z["offsets"][row + 1])
                     top = (z["top"][a:b].astype(np.int64)
                            if "has_top" in z and z["has_top"][row] else None)
-                    extra = {f: z[f][a:b].copy() for f in OPTIONAL_FIELDS
-                             if f"has_{f}" in z and z[f"has_{f}"][row]}
+                    extra = {f: (z[f][row] if f in PER_TEXT_SHAPES else z[f][a:b]).copy()
+                             for f in OPTIONAL_FIELDS if f"has_{f}" in z and z[f"has_{f}"][row]}
                     out[key] = TokenStats(ids=z["ids"][a:b].copy(), L=z["L"][a:b].copy(),
                                           H=z["H"][a:b].copy(), M2=z["M2"][a:b].copy(),
                                           var=z["var"][a:b].copy(),

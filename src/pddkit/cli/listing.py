@@ -42,6 +42,8 @@ def _needs(m) -> str:
     needs = ", ".join(sorted(n.value for n in m.needs)) or "target model"
     if m.requires:
         needs += " (" + ", ".join(sorted(r.replace("_", " ") for r in m.requires)) + ")"
+    if m.calibration is not None:  # with its defaults; a value given may need none (acmia's beta)
+        needs += "; labelled calibration data (--calibration, or 30% held out) to fit its defaults"
     if m.cost != "none":
         needs += f"; {m.cost}"
     return needs

@@ -150,6 +150,10 @@ RUN_OPTIONS = [
     click.option("--prefix-data", type=click.Path(), default=None,
         help="Labelled shots for `recall` / `conrecall` (any table --data reads); without "
         "it, shots are drawn from --data and left out of the evaluation."),
+    click.option("--calibration", type=click.Path(), default=None,
+        help="Labelled texts (any table --data reads) that methods marked calibration "
+        "(`acmia` without beta) fit on, never evaluated; without it, a seeded stratified 30% "
+        "of --data is held out. Written to calibration.jsonl."),
     click.option("--documents", default=None,
         help="Document-level scores and metrics over each text's --group-field: mean (of "
         "its texts' scores), share (of its texts above a threshold fitted on a seeded half "
@@ -197,8 +201,8 @@ RUN_SECTIONS = (
               "--id-field", "--group-field", "--subset-field", "--data-split", "--language",
               "--on-invalid", "--limit", "--split-words", "--max-texts", "--max-length")),
     ("Methods", ("--methods", "--ref-model", "--ref-adapter", "--freq", "--mask-model",
-                 "--neighbors", "--prefix-data", "--probe-data", "--probe-load", "--probe-lrs",
-                 "--probe-lora", "--probe-standardize")),
+                 "--neighbors", "--prefix-data", "--calibration", "--probe-data", "--probe-load",
+                 "--probe-lrs", "--probe-lora", "--probe-standardize")),
     ("Evaluation", ("--val-fraction", "--val-data", "--bootstrap", "--seed", "--documents",
                     "--doc-features", "--no-blind", "--blind-max-texts")),
     ("Output", ("--output", "--overwrite", "--no-report")),

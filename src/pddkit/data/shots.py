@@ -51,7 +51,7 @@ def _grams(samples) -> dict[int, int]:
     return out
 
 
-def _overlaps(texts, data: Dataset):
+def first_overlap(texts, data: Dataset):
     """(index in `texts`, "is" or "shares a 13-word run with", the sample of `data` hit) for
     the first text equal to, or sharing a 13-word run with, a text of `data`; None if none."""
     under_test = {normalise(s.text): s for s in data.samples}
@@ -69,7 +69,7 @@ def from_table(table: Dataset, where: str, data: Dataset, wanted: dict[str, int]
     `where`), refused when one is, or shares a 13-word run with, a text of `data`."""
     if not table.labelled:
         raise PddkitError(f"`prefix_data` {where} has no labels: they say which shots are members")
-    found = _overlaps([s.text for s in table.samples], data)
+    found = first_overlap([s.text for s in table.samples], data)
     if found is not None:
         j, how, hit = found
         raise PddkitError(f"`prefix_data` {where}: the shot at {table.samples[j].source} {how} "
@@ -137,7 +137,7 @@ def refuse_overlap(pool: ShotPool, data: Dataset, what: str) -> None:
     """One sentence when a shot is, or shares a 13-word run with, a text of `data` (the
     validation data: a text whose score its own shot raised would choose gamma)."""
     for role, texts in pool.shots.items():
-        found = _overlaps(texts, data)
+        found = first_overlap(texts, data)
         if found is not None:
             j, how, hit = found
             raise PddkitError(f"{role} shot {j + 1} (from {pool.where}) {how} {hit.source} of "

@@ -51,6 +51,7 @@ class RunConfig:
     mask_model: str | None = None  # masked LM for `neighbor` (roberta-base when it is named)
     neighbors_file: str | None = None  # reuse neighbours saved by an earlier run
     prefix_data: str | None = None  # labelled shots of recall / conrecall (SPEC 3b)
+    calibration: str | None = None  # labelled texts methods fit on, never evaluated (SPEC 3e)
     probe_data: str | None = None  # auxiliary non-member texts for the probe's proxy model
     probe_load: str | None = None  # a probe saved by an earlier run (OUTPUT/probe)
     probe_lrs: tuple[float, ...] = (1e-4, 1e-3)  # proxy learning rates, chosen on held-out rows

@@ -6,8 +6,9 @@ sequences (`id_stats`: `infill`'s variants), and run `samia`'s sampling
 on every backend as it is opened, before anything asks it for facts or a fingerprint.
 
 `fields` (token_stats): the optional TokenStats fields the pass's methods read (Lmax,
-`gapk`). Only the statistics cache takes them (an entry stored without one is computed
-again); a backend computes every field it can on every call."""
+`gapk`; tempered, `acmia`). The statistics cache takes them (an entry stored without one is
+computed again); a backend computes every field it can on every call, except those
+computed only on request (stats.ON_REQUEST), which it is given."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence, Set
 from typing import Protocol
 
 from pddkit.backends.base import Backend
-from pddkit.stats import TokenStats
+from pddkit.stats import ON_REQUEST, TokenStats
 
 
 class Executor(Protocol):
@@ -73,9 +74,12 @@ class LocalExecutor:
 
 
 def cache_fields(backend: Backend, fields: Set[str]) -> dict:
-    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids):
-    none for a backend without a store, or no fields asked for."""
-    return {"fields": frozenset(fields)} if fields and getattr(backend, "store", None) else {}
+    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids),
+    or to a backend without one when some are computed only on request (stats.ON_REQUEST:
+    `tempered`): none when no field is asked for, or none a bare backend needs told."""
+    if not fields or not (getattr(backend, "store", None) or set(fields) & ON_REQUEST):
+        return {}
+    return {"fields": frozenset(fields)}
 
 
 def make_executor(config) -> Executor:

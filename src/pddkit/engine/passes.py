@@ -53,6 +53,7 @@ class PassContext:
     given_neighbors: dict | None = None  # id -> neighbour texts the data set carries (meta)
     shots: object | None = None  # data.shots.ShotPool of recall / conrecall (SPEC 3b)
     language: str | None = None  # the data set's declared language ("zh": jieba words)
+    calibration: object | None = None  # data.calibration.CalibrationSet (SPEC 3e)
 
     def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str,
               fields: frozenset[str] = frozenset()) -> list[TokenStats]:
@@ -63,7 +64,8 @@ class PassContext:
         for st, name in zip(out, names):
             bad = not np.isfinite(st.L).all() or (
                 finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()
-                                and (st.Lmax is None or np.isfinite(st.Lmax).all())))
+                                and (st.Lmax is None or np.isfinite(st.Lmax).all())
+                                and (st.tempered is None or np.isfinite(st.tempered).all())))
             if bad:
                 raise PddkitError(f"{backend.name} gave non-finite log-probabilities for {name} "
                                   "(a float16 overflow? try `dtype='float32'`)")
@@ -85,7 +87,13 @@ def provider(need: Need | None):
 
 def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     """The target pass, then one provider per need, each timed."""
-    from pddkit.engine import augment_pass, infill_pass, sample_pass, shots_pass  # noqa: F401
+    from pddkit.engine import (  # noqa: F401
+        augment_pass,
+        calibration_pass,
+        infill_pass,
+        sample_pass,
+        shots_pass,
+    )
 
     for need in [None, *needs]:
         t0 = time.perf_counter()
@@ -96,7 +104,8 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
 _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE: "reference_pass",
            Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
-           Need.SAMPLES: "sampling", Need.INFILL: "infill_passes"}
+           Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
+           Need.CALIBRATION: "calibration_passes"}
 
 
 @provider(None)

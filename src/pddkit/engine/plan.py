@@ -24,6 +24,7 @@ class Resources:
     neighbors: bool = False
     probe: bool = False
     shots: bool = False  # labelled shots: `prefix_data`, or labelled data to draw them from
+    calibration: bool = False  # `calibration`, or labelled data to hold 30% out of (SPEC 3e)
 
     @classmethod
     def of(cls, config: RunConfig, ref_model_given: bool = False,
@@ -35,13 +36,14 @@ class Resources:
                    neighbors=bool(config.mask_model or config.neighbors_file or given
                                   or "neighbor" in config.methods),
                    probe=bool(config.probe_data or config.probe_load),
-                   shots=bool(config.prefix_data) or (dataset is not None and dataset.labelled))
+                   shots=bool(config.prefix_data) or (dataset is not None and dataset.labelled),
+                   calibration=bool(config.calibration) or (dataset is not None and dataset.labelled))
 
     def available(self) -> set[Need]:
         out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL}
         for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
                             (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe),
-                            (Need.SHOTS, self.shots)):
+                            (Need.SHOTS, self.shots), (Need.CALIBRATION, self.calibration)):
             if given:
                 out.add(need)
         return out
@@ -69,20 +71,20 @@ def make_plan(methods: str, resources: Resources, capabilities: Capabilities | N
                             language=language)
     for call in calls:
         check_params(call)
-    return Plan(tuple(calls), frozenset().union(*(c.spec.needs for c in calls)))
+    return Plan(tuple(calls), frozenset().union(*(c.needs for c in calls)))
 
 
 def needs_of(methods: str) -> frozenset[Need]:
     """What `methods` would need were every resource given (a caller holding resources of
     its own, as the sandbox does, gives each only to the methods that use it)."""
-    return make_plan(methods, Resources(True, True, True, True, True)).needs
+    return make_plan(methods, Resources(True, True, True, True, True, True)).needs
 
 
 # the options that give a resource, and the need it meets
 _RESOURCE_OPTIONS = (("ref_model", Need.REFERENCE), ("freq", Need.FREQUENCY),
                      ("mask_model", Need.NEIGHBORS), ("neighbors_file", Need.NEIGHBORS),
                      ("probe_data", Need.PROBE), ("probe_load", Need.PROBE),
-                     ("prefix_data", Need.SHOTS))
+                     ("prefix_data", Need.SHOTS), ("calibration", Need.CALIBRATION))
 
 
 def unused_resources(config: RunConfig, plan: Plan) -> list[str]:
@@ -107,12 +109,16 @@ def check_params(call: MethodCall) -> None:
     st = TokenStats.from_lists([5, 7, 5, 9, 11, 7, 13, 2], [-1.0, -2.5, -0.5, -3.0, -1.5, -2.0, -0.2, -4.0],
                                [1.0, 2.0, 0.5, 3.0, 1.5, 2.5, 0.1, 3.5],
                                [2.0, 6.0, 0.5, 12.0, 3.0, 8.0, 0.05, 15.0],
-                               Lmax=[-0.5, -1.0, -0.2, -1.0, -0.5, -1.0, -0.05, -1.5])
+                               Lmax=[-0.5, -1.0, -0.2, -1.0, -0.5, -1.0, -0.05, -1.5],
+                               tempered=np.zeros((2, 52)))
     obs = Observation(text="a made up text of eight words here", target=st, lower=st,
                       reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
                       conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),
                       infill=((1, st), (3, st)))
     try:
+        if Need.CALIBRATION in call.needs:  # scored with what its fit leaves (SPEC 3e)
+            fit = call.spec.calibration.fit([obs, obs], np.array([1, 0]), **call.params)
+            call = MethodCall(call.spec, fit.params, call.label)
         call(obs)
     except PddkitError as e:
         raise PddkitError(f"method {call.label}: {e}") from None

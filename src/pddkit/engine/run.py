@@ -15,6 +15,7 @@ import numpy as np
 from pddkit.backends.base import Backend
 from pddkit.data.samples import Dataset
 from pddkit.engine.blind_job import BlindJob, unfit_reason
+from pddkit.engine.calibration_pass import calibration_set
 from pddkit.engine.config import RunConfig
 from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
@@ -155,6 +156,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         from pddkit.engine.shots_pass import shot_pool
 
         dataset, shots = shot_pool(dataset, config, plan.calls)
+    # calibration texts (SPEC 3e) leave the evaluation before anything else sees it too
+    dataset, calibration = calibration_set(dataset, config, plan)
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
@@ -166,7 +169,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
 
             refuse_overlap(shots, val_dataset, f"`val_data` {val_dataset.name}")
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
-    if config.documents and (shots is not None or test_idx is not None):
+    if config.documents and (shots is not None or calibration is not None or test_idx is not None):
         _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
     # the blind baseline needs no model: it runs on an idle core while the model loads and
     # runs; on texts it cannot fit (no word at all) it is skipped before it starts
@@ -178,7 +181,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     try:
         opened: list[Backend] = []
         table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
-                              val_dataset, notices, opened, shots)
+                              val_dataset, notices, opened, shots, calibration)
         cached = [b for b in opened if hasattr(b, "store")]
         if cached:  # texts per pass found in the cache / computed
             table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
@@ -260,7 +263,8 @@ def _check_reference_source(config: RunConfig) -> None:
 
 
 def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
-                  test_idx, val_dataset, notices: list[str], opened: list[Backend], shots=None):
+                  test_idx, val_dataset, notices: list[str], opened: list[Backend], shots=None,
+                  calibration=None):
     """Load the backends as the passes need them and score: the ScoreTable."""
     t0 = time.perf_counter()
     executor = make_executor(config)
@@ -280,7 +284,8 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         executor=executor, load_backend=load,
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
-        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots)
+        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots,
+        calibration=calibration)
     ctx.counts.update(dataset.counts())
     if "split_words" in dataset.meta:
         ctx.counts["split_words"] = dataset.meta["split_words"]

@@ -75,11 +75,14 @@ def score(ctx: PassContext, plan: Plan) -> ScoreTable:
     texts) and is a notice with the share of texts."""
     import time
 
+    from pddkit.engine.calibration_pass import fitted
+
     run_passes(ctx, plan.passes())
     t0 = time.perf_counter()
+    calls = fitted(plan.calls, ctx)  # what calibrated methods fit on the calibration texts
     obs = observations(ctx)
-    scores = {c.label: method_scores(c, obs) for c in plan.calls}
-    fallbacks = {c.label: n for c in plan.calls if (n := fallback_counts(c, obs))}
+    scores = {c.label: method_scores(c, obs) for c in calls}
+    fallbacks = {c.label: n for c in calls if (n := fallback_counts(c, obs))}
     if fallbacks:
         ctx.counts["fallbacks"] = fallbacks
         for label, per in fallbacks.items():
@@ -91,14 +94,15 @@ def score(ctx: PassContext, plan: Plan) -> ScoreTable:
     # that fell back on every text measured its fallback, not its formula (notice + row mark)
     ctx.counts["fallback_texts"] = {
         c.label: {"fell_back": sum(fallbacks.get(c.label, {}).values()), "scored": len(obs)}
-        for c in plan.calls if c.spec.fallback is not None}
+        for c in calls if c.spec.fallback is not None}
     for label, n in ctx.counts["fallback_texts"].items():
         if obs and n["fell_back"] == len(obs):
             line = every_text_line(label, len(obs))
             logger.warning(line)
             ctx.notices.append(line)
     ctx.timings["methods"] = time.perf_counter() - t0
-    return ScoreTable(calls=plan.calls, scores=scores, target=tuple(ctx.fields["target"]),
+    ctx.extras.pop("calibration", None)  # observations of texts that are never evaluated
+    return ScoreTable(calls=calls, scores=scores, target=tuple(ctx.fields["target"]),
                       log_freq=ctx.fields.get("log_freq"), extras=dict(ctx.extras),
                       counts=ctx.counts, timings=ctx.timings, models=ctx.models,
                       notices=tuple(ctx.notices), observations=tuple(obs))

@@ -18,13 +18,15 @@ from pddkit.evaluation.metrics import Metrics, compute_metrics
 
 
 def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0,
-                     groups: Sequence[str | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     groups: Sequence[str | None] | None = None,
+                     what: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(validation indices, test indices): about `fraction` of each class, seeded, with
     every `group` (the document a text was cut from) wholly on one side. A text without a
     group is a group of its own, so without groups the split is exact per class.
 
     Groups are visited in seeded random order; a group joins validation while that does
-    not overshoot any class's target share by more than half the group's own count."""
+    not overshoot any class's target share by more than half the group's own count.
+    `what` names the split in errors (default: `val_fraction` and its value)."""
     if not 0 < fraction < 1:
         raise PddkitError(f"`val_fraction` must be between 0 and 1, not {fraction}")
     y = np.asarray(labels)
@@ -51,9 +53,11 @@ def stratified_split(labels: Sequence[int], fraction: float, seed: int = 0,
         if not (y[val_idx] == c).any() or not (y[test_idx] == c).any():
             grouped = groups is not None and any(g is not None for g in groups)
             n_units = len({keys[i] for i in np.flatnonzero(y == c)})
-            what = f"{n_units} documents with {name}s" if grouped else f"{n_units} {name}s"
-            raise PddkitError(f"`val_fraction` {fraction} leaves no {name} on one side "
-                              f"({what}): validation and test each need both classes")
+            units = f"{n_units} documents with {name}s" if grouped else f"{n_units} {name}s"
+            split, sides = ((f"`val_fraction` {fraction}", "validation and test each") if what is None
+                            else (what, "both sides"))
+            raise PddkitError(f"{split} leaves no {name} on one side "
+                              f"({units}): {sides} need both classes")
     return val_idx, test_idx
 
 

@@ -1,6 +1,7 @@
 """Detection methods: pure functions of per-token statistics, one file each."""
 
 from pddkit.methods import (  # noqa: F401  (each module registers its method)
+    acmia,
     dcpdd,
     gapk,
     infill,

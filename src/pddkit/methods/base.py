@@ -40,11 +40,15 @@ class Need(str, Enum):
     AUGMENTATIONS = "augmented texts"  # pac: word-swapped copies, in the statistics pass
     SAMPLES = "sampled continuations"  # samia: the backend samples continuations
     INFILL = "infilling passes"  # infill: one pass per position whose token is not the argmax
+    # labelled texts a method fits on and that are never evaluated (SPEC 3e): `calibration`,
+    # or a seeded stratified 30% held out of the labelled data (engine/calibration_pass.py)
+    CALIBRATION = "labelled calibration data"
 
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
-        plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes"}
+        plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes",
+                  "labelled calibration data"}
         return self.value if self.value in plural else f"a {self.value}"
 
     @property
@@ -55,7 +59,9 @@ class Need(str, Enum):
                 "probe": "`probe_data` or `probe_load`",
                 "labelled shots": "`prefix_data` (or labelled data to draw them from)",
                 "augmented texts": "", "sampled continuations": "",
-                "infilling passes": ""}[self.value]
+                "infilling passes": "",
+                "labelled calibration data": "`calibration` (a labelled table; or labelled "
+                                             "data to hold 30% out of)"}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
@@ -103,6 +109,27 @@ def unmet_text(spec: MethodSpec, language: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class Calibrated:
+    """What a method fitted on the calibration texts: the hyperparameters it scores the
+    evaluated texts with (its own, the fitted ones filled in), and what results.json
+    records of the fit (the value chosen, its calibration AUC)."""
+
+    params: dict
+    record: dict
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How a method fits on labelled calibration texts (SPEC 3e), never on texts under test.
+    `fit(observations, labels, **params) -> Calibrated` with labels an [N] int array (1 =
+    member); `needed(params) -> bool`: whether these hyperparameters leave something to fit
+    (acmia with `beta` given does not: it then needs no calibration data)."""
+
+    fit: Callable[..., Calibrated]
+    needed: Callable[[dict], bool] = lambda params: True
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     name: str
     fn: Callable[..., float]
@@ -118,6 +145,7 @@ class MethodSpec:
     named_only: bool = False  # not part of "all": runs only when named (costly, or leaves texts out)
     reads_target: bool = True  # False: never reads obs.target (only such methods: no target pass)
     reads: frozenset[str] = frozenset()  # optional target fields it reads (stats.OPTIONAL_FIELDS)
+    calibration: Calibration | None = None  # fitted on labelled calibration texts (SPEC 3e)
 
 
 @dataclass(frozen=True)
@@ -130,6 +158,15 @@ class MethodCall:
 
     def __call__(self, obs: Observation) -> float:
         return float(self.spec.fn(obs, **self.params))
+
+    @property
+    def needs(self) -> frozenset[Need]:
+        """The method's needs with these hyperparameters: calibration data only where they
+        leave something to fit (Calibration.needed)."""
+        cal = self.spec.calibration
+        if cal is not None and cal.needed(self.params):
+            return self.spec.needs | {Need.CALIBRATION}
+        return self.spec.needs
 
     def fallback(self, obs: Observation) -> str | None:
         """The clause naming the fallback `obs` was scored by, or None (the formula itself)."""
@@ -163,7 +200,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
                     summary: str, fallback: Callable[..., str | None] | None = None,
                     cost: str = "none", named_only: bool = False, reads_target: bool = True,
-                    reads: tuple[str, ...] = ()):
+                    reads: tuple[str, ...] = (), calibration: Calibration | None = None):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
@@ -176,7 +213,8 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     methods skips the target pass and its Observation.target is an empty TokenStats;
     `reads` names the optional TokenStats fields it reads from obs.target (Lmax: `gapk`),
     which the target pass asks the statistics cache for (an entry stored without one is a
-    miss for such a run only)."""
+    miss for such a run only); `calibration` fits some of its hyperparameters on labelled
+    calibration texts before the evaluated texts are scored (Calibration)."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -198,7 +236,8 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                                  f"hyperparameters {defaults}")
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
                                      frozenset(requires), grid, frozenset(text_requires),
-                                     fallback, cost, named_only, reads_target, frozenset(reads)))
+                                     fallback, cost, named_only, reads_target, frozenset(reads),
+                                     calibration))
         return fn
 
     return deco
@@ -251,7 +290,7 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
             if raw:
                 raise PddkitError("'all' takes no parameters")
             for spec in METHODS:
-                missing = spec.needs - available
+                missing = MethodCall(spec, dict(spec.defaults)).needs - available
                 if spec.named_only:
                     continue  # runs only when named (pddkit list marks it)
                 if missing:
@@ -270,7 +309,7 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
         if why:
             skip(why)
             continue
-        missing = spec.needs - available
+        missing = MethodCall(spec, params).needs - available
         if missing:
             need = sorted(missing)[0]
             raise PddkitError(f"method {name} needs {need.with_article}: pass {need.parameter}")
