@@ -41,11 +41,11 @@ def test_out_of_memory_halves_until_the_longest_batch_fits(toy_world, monkeypatc
     real = StatsRunner._batch
     tried = []
 
-    def small_device(self, seqs):
+    def small_device(self, seqs, tempered=False):
         tried.append(len(seqs))
         if len(seqs) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
-        return real(self, seqs)
+        return real(self, seqs, tempered=tempered)
 
     monkeypatch.setattr(StatsRunner, "_batch", small_device)
     auto = backend(toy_world, "auto")
@@ -57,7 +57,7 @@ def test_out_of_memory_halves_until_the_longest_batch_fits(toy_world, monkeypatc
 def test_other_errors_are_not_taken_for_a_full_device(toy_world, monkeypatch):
     from pddkit.backends.stats_pass import StatsRunner
 
-    def broken(self, seqs):
+    def broken(self, seqs, tempered=False):
         raise RuntimeError("expected scalar type Float but found Half")
 
     monkeypatch.setattr(StatsRunner, "_batch", broken)
