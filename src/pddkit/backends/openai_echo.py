@@ -25,7 +25,6 @@ import numpy as np
 from pddkit.errors import PddkitError
 
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")  # vLLM's --return-tokens-as-token-ids
-LAYOUTS = ("full", "start_hidden")
 
 
 class NoLogprobsError(PddkitError):
