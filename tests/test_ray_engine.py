@@ -214,7 +214,10 @@ def test_pddkit_run_engine_ray_scores_like_the_local_engine(local_ray, model_dir
 
     data = write_jsonl(tmp_path / "d.jsonl", [{"text": t, "label": i % 2}
                                               for i, t in enumerate(gutenberg_paragraphs(8, seed=9))])
-    common = ["run", "--model", model_dir, "--data", data, "--methods", "loss,mink,minkpp,lowercase",
+    # gapk reads Lmax, acmia the tempered means the actors compute only when asked; acmia
+    # chooses beta on the calibration texts held out of both runs alike (seeded)
+    common = ["run", "--model", model_dir, "--data", data, "--methods",
+              "loss,mink,minkpp,lowercase,gapk,acmia",
               "--device", "cpu", "--dtype", "float32", "--no-blind", "--no-report", "--bootstrap", "20"]
     with monkeypatch.context() as m:  # the driver loads no model
         m.setattr("pddkit.backends.hf_loading.load_model", fail_to_load)

@@ -38,7 +38,7 @@ from pddkit import progress
 from pddkit.backends.base import Backend, BackendSpec, Encoded
 from pddkit.engine.executors import cache_fields
 from pddkit.errors import PddkitError, install_hint
-from pddkit.stats import TokenStats
+from pddkit.stats import ON_REQUEST, TokenStats
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +77,21 @@ class StatsWorker:
         facts = getattr(backend, "facts", None)
         return backend.fingerprint(), (facts() if facts is not None else None)
 
-    def stats(self, seqs: list[list[int]], prefix: list[int] | None = None) -> list[tuple]:
-        """(L, H, M2, top, var, Lmax) of each sequence: one batch of the local pass (top: the
-        argmax ids, Lmax the largest log-probabilities, None from a backend that gives none);
-        given `prefix` (recall's shots), its conditioned pass, the prefix computed once for
-        the batch."""
+    def stats(self, seqs: list[list[int]], prefix: list[int] | None = None,
+              fields: frozenset[str] = frozenset()) -> list[tuple]:
+        """(L, H, M2, top, var, Lmax, tempered) of each sequence: one batch of the local pass
+        (top: the argmax ids, Lmax the largest log-probabilities, None from a backend that
+        gives none; tempered: acmia's [2, 52] means, computed only when `fields` asks for
+        them); given `prefix` (recall's shots), its conditioned pass, the prefix computed
+        once for the batch."""
         backend, flags = self.backend(), [False] * len(seqs)
-        out = (backend.stats_for_ids(seqs, flags, desc="ray actor") if prefix is None
-               else backend.stats_given_prefix(prefix, seqs, flags, desc="ray actor"))
-        return [(st.L, st.H, st.M2, st.top, st.var, st.Lmax) for st in out]
+        if prefix is not None:
+            out = backend.stats_given_prefix(prefix, seqs, flags, desc="ray actor")
+        elif fields & ON_REQUEST:
+            out = backend.stats_for_ids(seqs, flags, desc="ray actor", fields=fields)
+        else:
+            out = backend.stats_for_ids(seqs, flags, desc="ray actor")
+        return [(st.L, st.H, st.M2, st.top, st.var, st.Lmax, st.tempered) for st in out]
 
 
     def sample(self, prompts: list[str], names: list[str], n: int, top_k: int, top_p: float,
@@ -139,8 +145,10 @@ class _Pool:
         raise AssertionError("unreachable")
 
     def run(self, batches: list[list[list[int]]], labels: list[list[str]],
-            desc: str, prefix: list[int] | None = None) -> Iterator[tuple[int, list]]:
-        """(batch index, [(L, H, M2)] per sequence) as batches finish, in any order."""
+            desc: str, prefix: list[int] | None = None,
+            fields: frozenset[str] = frozenset()) -> Iterator[tuple[int, list]]:
+        """(batch index, [(L, H, M2, ...)] per sequence) as batches finish, in any order;
+        `fields`: the optional statistics computed only on request (stats.ON_REQUEST)."""
         queue, idle = deque(range(len(batches))), list(range(len(self.actors)))
         pending: dict = {}  # object ref -> (actor slot, batch index)
         deaths: Counter = Counter()
@@ -148,7 +156,8 @@ class _Pool:
             while queue and idle:
                 slot, b = idle.pop(0), queue.popleft()
                 extra = () if prefix is None else (prefix,)  # a worker may take batches only
-                pending[self.actors[slot].stats.remote(batches[b], *extra)] = (slot, b)
+                asked = {"fields": fields} if fields else {}
+                pending[self.actors[slot].stats.remote(batches[b], *extra, **asked)] = (slot, b)
             [ref], _ = self.ray.wait(list(pending), num_returns=1)
             slot, b = pending.pop(ref)
             try:
@@ -312,8 +321,9 @@ class RayExecutor:
         self.prepare(backend)
         enc = Encoded(ids=[list(s) for s in ids], truncated=[bool(t) for t in truncated])
         store = getattr(backend, "store", None)
+        wanted = frozenset(fields) & ON_REQUEST  # computed by the actors only when asked
         if store is None:
-            stream = self._start(backend, enc.ids, list(names), desc, prefix)
+            stream = self._start(backend, enc.ids, list(names), desc, prefix, wanted)
             return [_stats(seq, stream.get(i), flag)
                     for i, (seq, flag) in enumerate(zip(enc.ids, enc.truncated))]
         # the statistics cache: only its misses go to the actors, in one pass, in the order
@@ -324,8 +334,8 @@ class RayExecutor:
         todo = [i for i, s in enumerate(enc.ids) if not store.holds(text_key(fp, list(s)), fields)]
         todo.sort(key=lambda i: -len(enc.ids[i]))
         misses = [list(enc.ids[i]) for i in todo]
-        stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc, prefix)
-                  if misses else None)
+        stream = (self._start(backend.backend, misses, [names[i] for i in todo], desc, prefix,
+                              wanted) if misses else None)
         done = 0
 
         def compute(ids, flags, d):
@@ -381,7 +391,8 @@ class RayExecutor:
                        list(names))
 
     def _start(self, backend: Backend, ids: Sequence[Sequence[int]], labels: list[str],
-               desc: str, prefix: list[int] | None = None) -> _Stream:
+               desc: str, prefix: list[int] | None = None,
+               fields: frozenset[str] = frozenset()) -> _Stream:
         """Start the pass over `ids` (`labels` name each sequence's text in errors)."""
         spec = getattr(backend, "spec", None)
         if spec is None:
@@ -398,17 +409,19 @@ class RayExecutor:
         logger.info("%s: %d texts in %d batches on %d Ray actor(s)", desc, len(ids), len(batches),
                     self.actors)
         rows = pool.run([[list(map(int, ids[i])) for i in batch] for batch in batches],
-                        [[labels[i] for i in batch] for batch in batches], desc, prefix)
+                        [[labels[i] for i in batch] for batch in batches], desc, prefix, fields)
         return _Stream(rows, batches, bar, self.close)
 
 
 def _stats(ids: Sequence[int], arrays: tuple, truncated: bool) -> TokenStats:
     """TokenStats as the local pass gives them: int64 ids, float32 L, H, M2, int64 top
     (the argmax ids, when the actor's backend gives them), float32 var, float32 Lmax (when
-    the actor's backend gives it)."""
+    the actor's backend gives it), float64 [2, 52] tempered (when asked for: acmia)."""
     L, H, M2 = (np.asarray(a, dtype=np.float32) for a in arrays[:3])
     top, var, Lmax = arrays[3], arrays[4], arrays[5]
+    tempered = arrays[6] if len(arrays) > 6 else None  # a test's worker may give six
     return TokenStats(np.asarray(ids, dtype=np.int64), L, H, M2, bool(truncated),
                       top=None if top is None else np.asarray(top, dtype=np.int64),
                       var=np.asarray(var, dtype=np.float32),
-                      Lmax=None if Lmax is None else np.asarray(Lmax, dtype=np.float32))
+                      Lmax=None if Lmax is None else np.asarray(Lmax, dtype=np.float32),
+                      tempered=None if tempered is None else np.asarray(tempered))
