@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -142,7 +143,9 @@ def _with_lora(model, settings: TuningSettings):
     random state), the copy's own weights frozen."""
     peft = _peft()
     try:
-        tuned = peft.get_peft_model(copy.deepcopy(model), lora_config(settings))
+        with warnings.catch_warnings():  # GPT-2's Conv1D: peft sets fan_in_fan_out itself
+            warnings.filterwarnings("ignore", message="fan_in_fan_out is set to False")
+            tuned = peft.get_peft_model(copy.deepcopy(model), lora_config(settings))
     except ValueError as e:  # an architecture peft has no default target modules for
         raise PddkitError(f"fsd cannot put LoRA adapters on {type(model).__name__}: {e}") from None
     for p in tuned.parameters():
