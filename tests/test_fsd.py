@@ -282,3 +282,105 @@ def test_batch_1_equals_16_and_a_cache_rerun_trains_and_computes_nothing(toy_lm,
     assert again.counts["cache"]["fine-tuned pass"] == {"hits": 14, "misses": 0}
     assert again.counts["cache"]["target pass"] == {"hits": 14, "misses": 0}
     np.testing.assert_array_equal(again.scores()["fsd"], first.scores()["fsd"])
+
+
+def _shares_a_13_word_run(a: str, b: str) -> bool:
+    """Written here: any 13 consecutive lower-cased whitespace words of `a` in `b`."""
+    def grams(t):
+        w = t.lower().split()
+        return {tuple(w[i:i + 13]) for i in range(len(w) - 12)}
+
+    return bool(grams(a) & grams(b))
+
+
+@pytest.mark.slow
+def test_held_out_fine_tuning_texts_share_no_13_word_run_with_an_evaluated_text(toy_world,
+                                                                                tmp_path, capsys):
+    """The authors' WikiMIA leak (SPEC 3e), built here: every non-member has a twin quoting
+    14 of its words; the twin of each held-out fine-tuning text leaves the evaluation."""
+    rows = [{"id": f"m{i}", "text": t, "label": 1} for i, t in enumerate(toy_world.members[:10])]
+    for i, t in enumerate(toy_world.nonmembers[:10]):
+        w = t.split()
+        rows += [{"id": f"n{i}", "text": t, "label": 0},
+                 {"id": f"q{i}", "text": "As written: " + " ".join(w[5:19]) + ".", "label": 0}]
+    data = write_jsonl(tmp_path / "twins.jsonl", rows)
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
+                           "--methods", f"fsd:{QUICK}", "--output", out, "--no-blind",
+                           "--no-report", "--bootstrap", "10")
+    assert code == 0, err
+    cal, scored = _rows(out / "calibration.jsonl"), _rows(out / "scores.jsonl")
+    tuning = [r["text"] for r in cal if r["label"] == 0]
+    texts = {r["id"]: r["text"] for r in rows}
+    assert not any(_shares_a_13_word_run(t, texts[r["id"]]) for t in tuning for r in scored)
+    left = json.loads((out / "results.json").read_text())["counts"]["calibration"]["left_out"]
+    twins = sum(_shares_a_13_word_run(t, texts[i]) for t in tuning for i in texts
+                if texts[i] != t and i not in {r["id"] for r in cal})
+    assert left["sharing_a_13_word_run_with_a_calibration_text"] == twins > 0
+
+
+@pytest.mark.slow
+def test_a_calibration_file_of_non_members_serves_fsd_and_bad_files_are_one_sentence(
+        toy_world, tmp_path, capsys):
+    data = _data(tmp_path, toy_world, n=6)
+    nonmembers = write_jsonl(tmp_path / "cal.jsonl", [
+        {"id": f"c{i}", "text": t, "label": 0} for i, t in enumerate(toy_world.nonmembers[20:24])])
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
+                           "--methods", f"fsd:{QUICK}", "--calibration", nonmembers,
+                           "--output", out, "--no-blind", "--no-report", "--bootstrap", "10")
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())
+    assert res["counts"]["samples"] == 12  # the data whole: nothing held out
+    assert res["counts"]["calibration"]["nonmembers"] == 4
+    assert res["counts"]["fsd"]["fsd-adapter"]["texts"] == 4
+    assert res["counts"]["fsd"]["fsd-adapter"]["steps"] == 6  # 2 batches x 3 epochs
+    assert "calibration_passes" in res["timings_s"]  # no statistics of the texts: none needed
+    # acmia beside fsd fits on both classes: the same file is refused then
+    code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
+                           "--methods", f"fsd:{QUICK},acmia", "--calibration", nonmembers,
+                           "--output", tmp_path / "o1", "--no-blind", "--no-report")
+    assert code == 1 and "holds only non-members: a calibration AUC needs members" in err
+    members = write_jsonl(tmp_path / "m.jsonl", [
+        {"text": t, "label": 1} for t in toy_world.members[20:24]])
+    words = toy_world.members[2].split()
+    leak = write_jsonl(tmp_path / "leak.jsonl", [
+        {"text": toy_world.nonmembers[30], "label": 0},
+        {"text": "Then " + " ".join(words[3:17]) + " again.", "label": 0}])
+    for cal, want in [
+        (members, f"pddkit: error: --calibration {members} holds only members, and fsd "
+                  "fine-tunes on the calibration non-members: give a table with non-members "
+                  "(label 0)"),
+        (leak, f"pddkit: error: --calibration {leak}: the text at {leak} line 2 shares a "
+               f"13-word run with {data} line 3 under test")]:
+        code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
+                               "--methods", f"fsd:{QUICK}", "--calibration", cal, "--output",
+                               tmp_path / "o2", "--no-blind", "--no-report")
+        assert code == 1 and err.startswith(want), err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    unlabelled = write_jsonl(tmp_path / "u.jsonl", [{"text": t} for t in toy_world.members[:4]])
+    for args, want in [
+        ((unlabelled, "fsd"), "pddkit: error: method fsd needs labelled calibration data: pass "
+                              "--calibration (a labelled table; or labelled data to hold 30% "
+                              "out of)"),
+        ((data, "fsd:base=recall"), "pddkit: error: method fsd: base=recall is not a "
+                                    "single-pass method")]:
+        code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", args[0],
+                               "--methods", args[1], "--output", tmp_path / "o3")
+        assert code == 1 and err.startswith(want), err
+        assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_openai_backend_skips_fsd_with_the_notice(toy_lm, toy_world):
+    from openai_server import FakeOpenAIServer
+
+    texts = toy_world.members[:10] + toy_world.nonmembers[:10]
+    with FakeOpenAIServer(toy_lm.model, name="tiny", tokenizer=toy_lm.tokenizer) as server:
+        res = pddkit.evaluate(texts, [1] * 10 + [0] * 10, "tiny", f"loss,fsd:{QUICK}",
+                              backend="openai", api_base=server.api_base, api_key_env=None,
+                              tokenizer=str(toy_world.target_dir), blind=False, n_bootstrap=20)
+    assert set(res.scores()) == {"loss"}
+    assert ("skipping fsd: it needs a local model, which this backend does not give"
+            in res.notices)
+    assert len(res.ids) == 20  # fsd skipped: nothing is held out for it
