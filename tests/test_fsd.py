@@ -153,6 +153,11 @@ def test_training_is_deterministic_with_the_seed_and_leaves_the_target_alone(tin
     shapes = {k.split(".")[-2]: tuple(v.shape) for k, v in tensors.items()}
     assert shapes == {"lora_A": (16, 16), "lora_B": (48, 16)}
     assert any(float(v.abs().max()) > 0 for k, v in tensors.items() if "lora_B" in k)  # B moved
+    # `length` counts the start token: texts of more than 3 ids are cut to [start] + 3
+    short = train_adapter(model, 0, ids, TuningSettings(batch=2, epochs=1, length=4), seed=5)
+    assert short.record["cut_to_length"] == sum(len(s) > 3 for s in ids) > 0
+    assert short.weights != train_adapter(model, 0, ids, TuningSettings(batch=2, epochs=1),
+                                          seed=5).weights
 
 
 def torch_equal(a, b) -> bool:

@@ -163,15 +163,16 @@ def _count(ctx: PassContext, backend) -> None:
 
 
 def _adapter(ctx: PassContext, ids, settings):
-    """(the adapter, whether it was trained now, its cache key): from the statistics cache
-    when it holds one under the key, else trained (and stored there)."""
+    """(the adapter, whether it was trained now, its cache key or None without a cache): from
+    the statistics cache when it holds one under the key, else trained (and stored there)."""
     from pddkit.backends.hf_loading import pick_device
     from pddkit.resources.fsd_tuning import Adapter, adapter_key, train_adapter
 
-    device = pick_device(ctx.config.device).split(":")[0]
-    key = adapter_key(ctx.target.fingerprint(), ids, settings, ctx.config.seed, device)
-    stored = Path(ctx.config.cache) / ADAPTERS / key if ctx.config.cache else None
-    if stored is not None:
+    key, stored = None, None
+    if ctx.config.cache:  # the key names the target by its fingerprint: asked only here
+        device = pick_device(ctx.config.device).split(":")[0]
+        key = adapter_key(ctx.target.fingerprint(), ids, settings, ctx.config.seed, device)
+        stored = Path(ctx.config.cache) / ADAPTERS / key
         found = Adapter.load(stored)
         if found is not None:
             logger.info("fsd: the adapter trained before is in the cache (%s)", stored)

@@ -189,6 +189,7 @@ def train_adapter(model, start_id: int, ids: Sequence[Sequence[int]], settings: 
     config["base_model_name_or_path"] = base_name
     config = json.loads(json.dumps(config, default=_plain))
     record = {"texts": len(ids), "steps": total, "settings": asdict(settings), "seed": seed,
+              "cut_to_length": sum(len(s) + 1 > settings.length for s in ids),
               "first_loss": losses[0], "last_loss": losses[-1],
               "precision": _precision(tuned)}
     logger.info("fsd: adapter trained on %d non-members in %d steps (loss %.4f -> %.4f)",
