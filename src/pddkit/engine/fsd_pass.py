@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import time
 from collections.abc import Sequence, Set
 from pathlib import Path
 
@@ -128,7 +129,9 @@ def finetuned_pass(ctx: PassContext) -> None:
     per_text: list[dict] = [{} for _ in ctx.texts]
     records, cut = {}, 0
     for n, (settings, fields) in enumerate(wanted.items()):
+        t0 = time.perf_counter()
         adapter, trained, key = _adapter(ctx, enc.ids, settings)
+        ctx.timings["fsd_training"] = ctx.timings.get("fsd_training", 0.0) + time.perf_counter() - t0
         name = FOLDER if n == 0 else f"{FOLDER}-{n + 1}"
         ctx.extras.setdefault("folders", {})[name] = adapter
         backend = FineTunedBackend(ctx.target, adapter, settings)

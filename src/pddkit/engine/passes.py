@@ -106,7 +106,7 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
-           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fine_tuning"}
+           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd"}
 
 
 @provider(None)
