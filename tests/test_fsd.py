@@ -340,7 +340,8 @@ def test_a_calibration_file_of_non_members_serves_fsd_and_bad_files_are_one_sent
     assert res["counts"]["calibration"]["nonmembers"] == 4
     assert res["counts"]["fsd"]["fsd-adapter"]["texts"] == 4
     assert res["counts"]["fsd"]["fsd-adapter"]["steps"] == 6  # 2 batches x 3 epochs
-    assert "calibration_passes" in res["timings_s"]  # no statistics of the texts: none needed
+    assert res["timings_s"]["calibration_passes"] < res["timings_s"]["fsd_training"] \
+        < res["timings_s"]["fsd"]  # no statistics of the calibration texts: none needed
     # acmia beside fsd fits on both classes: the same file is refused then
     code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
                            "--methods", f"fsd:{QUICK},acmia", "--calibration", nonmembers,
