@@ -93,8 +93,8 @@ def test_bad_input_is_one_sentence():
                             "labelled shots): fsd's base is one of"),
         ("fsd:base=fsd", "method fsd: base=fsd is not a single-pass method (it needs a "
                          "fine-tuned model itself)"),
-        ("fsd:base=acmia", "method fsd: base=acmia is not a single-pass method (it needs "
-                           "labelled calibration data)"),
+        ("fsd:base=acmia", "method fsd: base=acmia chooses a hyperparameter on calibration "
+                           "data, which fsd's base cannot: give it (fsd:base=acmia:beta=0.5)"),
         ("fsd:base=mink:q=1", "method fsd: fsd's base mink has no parameter 'q' (parameters: k)"),
         ("fsd:base=minkpp,space=ppl", "method fsd: space=ppl takes perplexities of mean "
                                       "log-probabilities: its base is one of loss, mink, not "

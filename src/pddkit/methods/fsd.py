@@ -53,7 +53,10 @@ def base_call(base: str) -> MethodCall:
         given[key.strip()] = value.strip()
     call = MethodCall(spec, bind_params(f"fsd's base {spec.name}", spec.defaults, given),
                       spec.name)
-    if spec.name not in single_pass() or call.needs:
+    if spec.name in single_pass() and call.needs:  # acmia without beta: it would fit one
+        raise PddkitError(f"base={spec.name} chooses a hyperparameter on calibration data, which "
+                          "fsd's base cannot: give it (fsd:base=acmia:beta=0.5)")
+    if spec.name not in single_pass():
         raise PddkitError(f"base={spec.name} is not a single-pass method (it needs "
                           f"{_needs_of(call)}): fsd's base is one of {', '.join(single_pass())}"
                           " (with hyperparameters that leave nothing to fit)")
