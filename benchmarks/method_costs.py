@@ -18,6 +18,9 @@ report off for all (they cost the same in every variant):
   acmia     : --methods acmia             (the same pass; 52 temperatures summed over the
               vocabulary per distinct token; beta chosen on a held-out 30%, which still goes
               through the pass, so the same texts are computed)
+  fsd       : --methods fsd --calibration FILE  (16 more paragraphs as calibration
+              non-members: a LoRA adapter trained on them, 2 batches of 8 x 3 epochs, then
+              the texts through the tuned copy; the same texts are scored)
 
 Random weights are the worst case for `infill`: their argmax almost never equals the next
 token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
@@ -25,7 +28,7 @@ tokens). Shared cloud cores are noisy (+-15% between two runs of one command): l
 each variant alternate --repeats times; the median of the per-pair ratios is reported.
 
     python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
-        [--methods recall,conrecall,pac,samia,infill,gapk,acmia] [--samia-tokens 64]
+        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd] [--samia-tokens 64]
 """
 
 from __future__ import annotations
@@ -38,19 +41,24 @@ import sys
 import tempfile
 from pathlib import Path
 
+FSD_TEXTS = 16  # fsd's calibration non-members: two batches of 8
 
-def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
-    """(model folder, texts, prefix data): run_overhead.py's model and paragraphs, n + 14 of
-    them, the last 14 as labelled shots (7 member, 7 non-member)."""
+
+def setup(root: Path, n: int) -> tuple[Path, Path, Path, Path]:
+    """(model folder, texts, prefix data, fsd's calibration): run_overhead.py's model and
+    paragraphs, n + 14 + 16 of them, 14 as labelled shots (7 member, 7 non-member), the last
+    16 as fsd's calibration non-members (label 0)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from run_overhead import setup as model_and_texts
 
-    model_dir, rows, _ = model_and_texts(root, n + 14)
+    model_dir, rows, _ = model_and_texts(root, n + 14 + FSD_TEXTS)
     lines = rows.read_text().splitlines()
-    data, prefix = root / "texts.jsonl", root / "shots.jsonl"
+    data, prefix, cal = root / "texts.jsonl", root / "shots.jsonl", root / "fsd-calibration.jsonl"
     data.write_text("".join(x + "\n" for x in lines[:n]))
     prefix.write_text("".join(x + "\n" for x in lines[n:n + 14]))
-    return model_dir, data, prefix
+    cal.write_text("".join(json.dumps({"text": json.loads(x)["text"], "label": 0}) + "\n"
+                           for x in lines[n + 14:n + 14 + FSD_TEXTS]))
+    return model_dir, data, prefix, cal
 
 
 def main() -> None:
@@ -58,7 +66,7 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill,gapk,acmia")
+    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd")
     ap.add_argument("--samia-tokens", type=int, default=64)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
@@ -66,12 +74,14 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_dir, data, prefix = setup(root, args.texts)
+        model_dir, data, prefix, cal = setup(root, args.texts)
 
         def run(methods: str, out: str) -> list[str]:
+            extra = ["--calibration", str(cal)] if methods.startswith("fsd") else []
             return [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir),
                     "--data", str(data), "--prefix-data", str(prefix), "--methods", methods,
-                    "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out)]
+                    "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out),
+                    *extra]
 
         for name in args.methods.split(","):
             pairs = []

@@ -118,3 +118,6 @@ class Observation:
     # infill: per position i (0-based) whose token is not the argmax, the statistics of the
     # text with x_i replaced by the argmax, cut after i + lookahead (engine/infill_pass.py)
     infill: tuple[tuple[int, TokenStats], ...] | None = None
+    # fsd: the target with its LoRA adapter tuned on the calibration non-members, per
+    # tuning settings (resources/fsd_tuning.py TuningSettings.key), or one for any (hand-made)
+    finetuned: Mapping[tuple, TokenStats] | TokenStats | None = None

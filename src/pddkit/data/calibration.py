@@ -50,8 +50,10 @@ class CalibrationSet:
                 for s in self.samples]
 
 
-def from_table(table: Dataset, where: str, data: Dataset) -> CalibrationSet:
-    """The texts of the `calibration` table `where`: labelled, both classes, and none equal
+def from_table(table: Dataset, where: str, data: Dataset,
+               both_classes: bool = True) -> CalibrationSet:
+    """The texts of the `calibration` table `where`: labelled, both classes (with
+    `both_classes=False`, non-members at least: fsd fine-tunes on them alone), and none equal
     to, or sharing a 13-word run with, a text of `data` (the texts under test)."""
     if not table.labelled:
         note = table.meta.get("unlabelled")
@@ -59,7 +61,11 @@ def from_table(table: Dataset, where: str, data: Dataset) -> CalibrationSet:
                           "labelled texts: give a table with a label per text"
                           + (f" ({note})" if note else ""))
     members = sum(s.label == 1 for s in table.samples)
-    if members in (0, len(table.samples)):
+    if not both_classes and members == len(table.samples):
+        raise PddkitError(f"`calibration` {where} holds only members, and fsd fine-tunes on "
+                          "the calibration non-members: give a table with non-members "
+                          "(label 0)")
+    if both_classes and members in (0, len(table.samples)):
         have = "members" if members else "non-members"
         raise PddkitError(f"`calibration` {where} holds only {have}: a calibration AUC needs "
                           "members and non-members")
@@ -104,12 +110,14 @@ def held_out(data: Dataset, seed: int) -> tuple[Dataset, CalibrationSet]:
     return replace(data, samples=tuple(kept)), CalibrationSet(tuple(cal), "held out 30%", left)
 
 
-def calibration_for(data: Dataset, path: str | None, seed: int,
-                    on_invalid: str = "error") -> tuple[Dataset, CalibrationSet]:
+def calibration_for(data: Dataset, path: str | None, seed: int, on_invalid: str = "error",
+                    both_classes: bool = True) -> tuple[Dataset, CalibrationSet]:
     """(the texts to evaluate, the calibration set): from the `calibration` table when
-    given, else held out of `data`."""
+    given, else held out of `data`; `both_classes=False`: a table of non-members only is
+    enough (fsd alone)."""
     if path:
         from pddkit.data.tables import load_table
 
-        return data, from_table(load_table(path, on_invalid=on_invalid), path, data)
+        return data, from_table(load_table(path, on_invalid=on_invalid), path, data,
+                                both_classes)
     return held_out(data, seed)

@@ -26,7 +26,10 @@ def calibration_set(dataset, config, plan):
     has something to fit (engine/run.py), from `calibration` or held out of `dataset`."""
     if Need.CALIBRATION not in plan.needs:
         return dataset, None
-    dataset, cal = calibration_for(dataset, config.calibration, config.seed, config.on_invalid)
+    # fsd fine-tunes on the non-members alone: a table of non-members only serves it
+    both = any(c.spec.calibration is not None for c in calibrated_calls(plan.calls))
+    dataset, cal = calibration_for(dataset, config.calibration, config.seed, config.on_invalid,
+                                   both_classes=both)
     c = cal.counts()
     logger.info("calibration data: %d texts (%d members, %d non-members) from %s", c["texts"],
                 c["members"], c["nonmembers"], c["source"])
@@ -35,6 +38,12 @@ def calibration_set(dataset, config, plan):
 
 def calibrated_calls(calls) -> list[MethodCall]:
     return [c for c in calls if Need.CALIBRATION in c.needs]
+
+
+def fitting_calls(calls) -> list[MethodCall]:
+    """The calibrated calls that fit on the calibration texts' statistics (Calibration); fsd
+    reads the texts alone (its fine-tuning, engine/fsd_pass.py)."""
+    return [c for c in calibrated_calls(calls) if c.spec.calibration is not None]
 
 
 @provider(Need.CALIBRATION)
@@ -48,7 +57,11 @@ def calibration_pass(ctx: PassContext) -> None:
     cal: CalibrationSet | None = ctx.calibration
     if cal is None:  # engine/run.py makes it whenever the plan needs it
         raise RuntimeError("the calibration pass ran without calibration data")
-    calls = tuple(calibrated_calls(ctx.calls))
+    calls = tuple(fitting_calls(ctx.calls))
+    ctx.extras.setdefault("trail", {})["calibration.jsonl"] = cal.rows()
+    if not calls:  # only fsd: it fine-tunes on the texts, and no statistics of them are needed
+        ctx.counts["calibration"] = cal.counts()
+        return
     needs = sorted(set().union(*(c.needs for c in calls)) - {Need.CALIBRATION},
                    key=list(Need).index)
     sub = dataclasses.replace(
@@ -58,7 +71,6 @@ def calibration_pass(ctx: PassContext) -> None:
         counts={}, timings={}, calibration=None)
     run_passes(sub, needs)
     ctx.extras["calibration"] = observations(sub)
-    ctx.extras.setdefault("trail", {})["calibration.jsonl"] = cal.rows()
     ctx.counts["calibration"] = {**cal.counts(), "tokens": sub.counts.get("tokens", {}),
                                  "truncated": sub.counts.get("truncated", {})}
     ctx.timings.update({f"calibration_{k}": v for k, v in sub.timings.items()})
@@ -74,7 +86,7 @@ def fitted(calls, ctx: PassContext) -> tuple[MethodCall, ...]:
     labels = np.asarray(ctx.calibration.labels, dtype=np.int64)
     out, record = [], {}
     for c in calls:
-        if Need.CALIBRATION not in c.needs:
+        if Need.CALIBRATION not in c.needs or c.spec.calibration is None:  # fsd: nothing to fit
             out.append(c)
             continue
         try:

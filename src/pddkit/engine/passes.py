@@ -90,6 +90,7 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     from pddkit.engine import (  # noqa: F401
         augment_pass,
         calibration_pass,
+        fsd_pass,
         infill_pass,
         sample_pass,
         shots_pass,
@@ -105,7 +106,7 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
-           Need.CALIBRATION: "calibration_passes"}
+           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd"}
 
 
 @provider(None)
@@ -125,7 +126,7 @@ def target_pass(ctx: PassContext) -> None:
         logger.info("no method of this run reads the target statistics: the target pass "
                     "is skipped (the texts are only tokenised)")
         return
-    fields = frozenset().union(*(c.spec.reads for c in ctx.calls))  # Lmax for gapk
+    fields = frozenset().union(*(c.reads for c in ctx.calls))  # Lmax for gapk
     target = ctx.stats(ctx.target, ctx.texts, ctx.names, "target pass", fields=fields)
     ctx.fields["target"] = target
     # SPEC section 3: for a truncated text, `zlib` and `lowercase` use the scored span

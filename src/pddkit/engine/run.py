@@ -184,8 +184,9 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                               val_dataset, notices, opened, shots, calibration)
         cached = [b for b in opened if hasattr(b, "store")]
         if cached:  # texts per pass found in the cache / computed
-            table.counts["cache"] = {desc: {"hits": h, "misses": m} for b in cached
-                                     for desc, (h, m) in b.counts().items()}
+            table.counts["cache"] = {**{desc: {"hits": h, "misses": m} for b in cached
+                                        for desc, (h, m) in b.counts().items()},
+                                     **table.counts.get("cache", {})}  # fsd's tuned model
             notices.extend(dict.fromkeys(n for b in cached for n in b.notices()))  # unreadable files
 
         labels = tuple(dataset.labels) if dataset.labelled else None
@@ -208,6 +209,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                 np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
             subsets=subsets if any(x is not None for x in subsets) else None,
             trail=dict(table.extras.get("trail", {})),
+            folders=dict(table.extras.get("folders", {})),
             neighbors=table.extras.get("neighbor_sets"),
             probe=None if search is None else search.best,
             # opened: the target's backend, then the reference model's when one loaded

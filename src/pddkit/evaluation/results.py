@@ -56,6 +56,8 @@ class RunResult:
     # the optional stages (engine/stages.py) -> {"status": pending | done | skipped |
     # failed, "reason" when skipped or failed}
     stages: dict = field(default_factory=dict)
+    # folders written beside scores.jsonl: name (fsd-adapter) -> an object with save(path)
+    folders: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
         c = self.counts
@@ -190,6 +192,8 @@ class RunResult:
             self.probe_validated.save(out / "probe-validated")
         if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
             self.neighbors.save(out / "neighbors.jsonl", self.ids)  # one line per (text, params)
+        for name, saved in self.folders.items():  # fsd's adapter: a PEFT adapter folder
+            saved.save(out / name)
         for name, rows in self.trail.items():
             with (out / name).open("w", encoding="utf-8") as fh:
                 for row in rows:

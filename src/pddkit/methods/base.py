@@ -43,6 +43,8 @@ class Need(str, Enum):
     # labelled texts a method fits on and that are never evaluated (SPEC 3e): `calibration`,
     # or a seeded stratified 30% held out of the labelled data (engine/calibration_pass.py)
     CALIBRATION = "labelled calibration data"
+    # fsd: the target with a LoRA adapter tuned on the calibration non-members (engine/fsd_pass.py)
+    FINETUNED = "fine-tuned model"
 
     @property
     def with_article(self) -> str:
@@ -61,7 +63,8 @@ class Need(str, Enum):
                 "augmented texts": "", "sampled continuations": "",
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
-                                             "data to hold 30% out of)"}[self.value]
+                                             "data to hold 30% out of)",
+                "fine-tuned model": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
@@ -146,6 +149,9 @@ class MethodSpec:
     reads_target: bool = True  # False: never reads obs.target (only such methods: no target pass)
     reads: frozenset[str] = frozenset()  # optional target fields it reads (stats.OPTIONAL_FIELDS)
     calibration: Calibration | None = None  # fitted on labelled calibration texts (SPEC 3e)
+    # reads_with(params): optional target fields read with these hyperparameters beyond
+    # `reads` (fsd:base=gapk reads gapk's Lmax)
+    reads_with: Callable[[dict], frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,13 @@ class MethodCall:
         if cal is not None and cal.needed(self.params):
             return self.spec.needs | {Need.CALIBRATION}
         return self.spec.needs
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The optional target fields this call reads: its method's `reads`, and those its
+        hyperparameters add (`reads_with`: the base method of fsd)."""
+        extra = self.spec.reads_with
+        return self.spec.reads | (frozenset() if extra is None else extra(self.params))
 
     def fallback(self, obs: Observation) -> str | None:
         """The clause naming the fallback `obs` was scored by, or None (the formula itself)."""
@@ -200,7 +213,8 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
                     summary: str, fallback: Callable[..., str | None] | None = None,
                     cost: str = "none", named_only: bool = False, reads_target: bool = True,
-                    reads: tuple[str, ...] = (), calibration: Calibration | None = None):
+                    reads: tuple[str, ...] = (), calibration: Calibration | None = None,
+                    reads_with: Callable[[dict], frozenset[str]] | None = None):
     """Decorator: register `fn(obs, *, hyper=default) -> float` under `name`. `requires`
     names the backend capabilities it reads (REQUIREMENTS keys), `text_requires` what the
     texts' script must have (TEXT_REQUIREMENTS keys: a data set declaring a `language`
@@ -214,7 +228,8 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
     `reads` names the optional TokenStats fields it reads from obs.target (Lmax: `gapk`),
     which the target pass asks the statistics cache for (an entry stored without one is a
     miss for such a run only); `calibration` fits some of its hyperparameters on labelled
-    calibration texts before the evaluated texts are scored (Calibration)."""
+    calibration texts before the evaluated texts are scored (Calibration); `reads_with(params)`
+    names optional fields read with given hyperparameters beyond `reads` (fsd's base)."""
     unknown = (set(requires) - set(REQUIREMENTS)) | (set(text_requires) - set(TEXT_REQUIREMENTS))
     if unknown:
         raise ValueError(f"method {name} requires unknown capabilities {sorted(unknown)}")
@@ -237,7 +252,7 @@ def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[
         METHODS.add(name, MethodSpec(name, fn, frozenset(needs), defaults, paper, summary,
                                      frozenset(requires), grid, frozenset(text_requires),
                                      fallback, cost, named_only, reads_target, frozenset(reads),
-                                     calibration))
+                                     calibration, reads_with))
         return fn
 
     return deco
