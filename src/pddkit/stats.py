@@ -118,3 +118,5 @@ class Observation:
     # infill: per position i (0-based) whose token is not the argmax, the statistics of the
     # text with x_i replaced by the argmax, cut after i + lookahead (engine/infill_pass.py)
     infill: tuple[tuple[int, TokenStats], ...] | None = None
+    # camia: the target model on x + (" " + x) x 5 of the scored span (engine/repeat_pass.py)
+    repeated: TokenStats | None = None

@@ -43,6 +43,7 @@ class Need(str, Enum):
     # labelled texts a method fits on and that are never evaluated (SPEC 3e): `calibration`,
     # or a seeded stratified 30% held out of the labelled data (engine/calibration_pass.py)
     CALIBRATION = "labelled calibration data"
+    REPEATED = "repeated-text pass"  # camia: x followed by five copies, in the target model
 
     @property
     def with_article(self) -> str:
@@ -61,7 +62,8 @@ class Need(str, Enum):
                 "augmented texts": "", "sampled continuations": "",
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
-                                             "data to hold 30% out of)"}[self.value]
+                                             "data to hold 30% out of)",
+                "repeated-text pass": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
