@@ -328,7 +328,8 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
 
 
 def _label(calls: list[MethodCall]) -> list[MethodCall]:
-    """Column name: the method name, or name:k=v,... when a name occurs more than once."""
+    """Column name: the method name, or name:k=v,... when a name occurs more than once
+    (a parameter left at None, such as what a calibrated method fits, is not named)."""
     counts: dict[str, int] = {}
     for c in calls:
         counts[c.spec.name] = counts.get(c.spec.name, 0) + 1
@@ -336,7 +337,7 @@ def _label(calls: list[MethodCall]) -> list[MethodCall]:
     for c in calls:
         label = c.spec.name
         if counts[label] > 1:
-            label += ":" + ",".join(f"{k}={v}" for k, v in c.params.items())
+            label += ":" + ",".join(f"{k}={v}" for k, v in c.params.items() if v is not None)
         if label in seen:
             continue  # the same method asked for twice with the same values
         seen.add(label)
