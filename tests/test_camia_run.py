@@ -26,7 +26,7 @@ def rep(text: str) -> str:
     return out
 
 
-def plain_L(model, start: int, ids) -> tuple[np.ndarray, np.ndarray]:
+def plain_logprobs(model, start: int, ids) -> tuple[np.ndarray, np.ndarray]:
     """(float32, float64) L of ids under the model's own forward on [start] + ids."""
     import copy
 
@@ -60,7 +60,7 @@ def test_the_repeated_pass_equals_a_plain_forward_and_batch_1_equals_16(toy_lm, 
     many = StatsRunner(toy_lm, batch_size=16).run_ids(enc)
     start = toy_lm.tokenizer.eos_token_id  # GPT-2 shape: EOS is the start token
     for a, b, ids in zip(one, many, enc):
-        L32, L64 = plain_L(toy_lm.model, start, ids)
+        L32, L64 = plain_logprobs(toy_lm.model, start, ids)
         # tests/rounding.py's rule: 4 x the plain float32-vs-float64 distance on this text,
         # at least 4 float32 spacings of its largest |L|
         bound = ROUNDING_FACTOR * max(float(np.abs(L32 - L64).max()),

@@ -53,9 +53,14 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # non-member's (x1.1); member shots move neither
     scaled = lambda f: TokenStats(ids, (L * f).astype(np.float32), tgt.H, tgt.M2)  # noqa: E731
     given = {("nonmember", 7): scaled(2.0 if member else 1.1), ("member", 7): scaled(1.0)}
+    # camia: the text then five copies (separator id 0), a member's copies predicted better
+    # (-0.1) than a non-member's (its own L again)
+    rep_L = np.concatenate([L] + [[-0.1] + [-0.1] * n if member else [-6.0, *L]] * 5)
+    rep_ids = np.concatenate([ids] + [[0, *ids]] * 5)
+    repeated = TokenStats.from_lists(list(rep_ids), list(rep_L))
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given)
+                       conditioned=given, repeated=repeated)
 
 
 def _fitted_probe():
@@ -123,7 +128,8 @@ def test_edge_statistics_stay_finite(name):
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
-                        conditioned={("member", 7): st, ("nonmember", 7): one_point})
+                        conditioned={("member", 7): st, ("nonmember", 7): one_point},
+                        repeated=st)
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 
