@@ -83,8 +83,8 @@ def _check(combine: str, fitted) -> None:
     if combine not in COMBINES:
         raise PddkitError(f"combine must be one of {', '.join(COMBINES)}, not {combine!r}")
     if fitted is not None and not isinstance(fitted, CamiaFit):
-        raise PddkitError("`fitted` is what camia fits on the calibration data; it cannot be "
-                          "given")
+        raise PddkitError("camia's parameter fitted is what it fits on the calibration "
+                          "data; it cannot be given")
 
 
 def features_of(obs: Observation) -> np.ndarray:
@@ -118,8 +118,8 @@ def fit(observations: Sequence[Observation], labels: np.ndarray, *, combine: str
     calibration texts and their labels alone."""
     _check(combine, fitted)
     if fitted is not None:
-        raise PddkitError("`fitted` is what camia fits on the calibration data; it cannot be "
-                          "given")
+        raise PddkitError("camia's parameter fitted is what it fits on the calibration "
+                          "data; it cannot be given")
     X = np.stack([features_of(o) for o in observations])  # [N, 75]
     y = np.asarray(labels)
     mem, non = X[y == 1], X[y == 0]
