@@ -339,3 +339,46 @@ def test_bad_input_is_one_sentence():
         METHODS.get("camia").fn(no_rep, fitted=fit)
     with pytest.raises(PddkitError, match="one text cannot give"):
         METHODS.get("camia").fn(no_rep)
+
+
+# ---------------------------------------------------------------- the repeated-text pass
+
+
+class _Ctx:
+    """What engine/repeat_pass.py reads of a PassContext; `stats` records the texts it is
+    given and cuts those longer than `context` characters (a stand-in for the backend)."""
+
+    def __init__(self, spans, context, calls=(), calibration=None):
+        self.spans, self.names = spans, [f"d.jsonl line {i + 1}" for i in range(len(spans))]
+        self.calls, self.calibration, self.target = calls, calibration, object()
+        self.counts, self.fields, self.notices, self.context = {"truncated": {}}, {}, [], context
+        self.asked = None
+
+    def stats(self, backend, texts, names, desc):
+        self.asked = (list(texts), list(names), desc)
+        return [TokenStats.from_lists(list(range(min(len(t), self.context))),
+                                      [-1.0] * min(len(t), self.context),
+                                      truncated=len(t) > self.context) for t in texts]
+
+
+def test_the_pass_scores_six_copies_of_each_scored_span_and_counts_the_cut_ones():
+    from pddkit.engine.repeat_pass import repeat_provider
+    from pddkit.methods.base import MethodCall
+
+    ctx = _Ctx(["ab", "a longer text"], context=20, calibration=object())
+    repeat_provider(ctx)
+    texts, names, desc = ctx.asked
+    assert texts == ["ab ab ab ab ab ab", "a longer text" + " a longer text" * 5]  # by hand
+    assert names[1] == "the repeated text (six copies) of d.jsonl line 2"
+    assert desc == "repeated-text pass"
+    assert ctx.counts["truncated"]["repeated"] == 1
+    assert ctx.counts["tokens"]["repeated"] == 17 + 20
+    assert [len(s) for s in ctx.fields["repeated"]] == [17, 20]
+    assert ctx.notices == ["camia: the repeated text (six copies) of 1 of 2 texts (50%) is "
+                           "longer than the model's context and was cut to it; the copies "
+                           "past the cut are not scored"]
+    # the calibration pass runs it again without calibration data of its own
+    camia = MethodCall(METHODS.get("camia"), dict(METHODS.get("camia").defaults), "camia")
+    ctx = _Ctx(["a longer text"], context=20, calls=(camia,))
+    repeat_provider(ctx)
+    assert "of 1 of 1 calibration texts (100%)" in ctx.notices[0]

@@ -111,8 +111,25 @@ def test_a_run_holds_out_calibration_texts_and_fits_on_them_only(toy_world, tmp_
     # six copies, cut to the toy model's 511 text positions where longer
     assert res["counts"]["tokens"]["repeated"] > 2 * res["counts"]["tokens"]["target"]
     assert "repeated" in res["counts"]["calibration"]["tokens"]
-    assert "repeated" in res["counts"]["truncated"]
     assert "repeated_pass" in res["timings_s"]
+    # counted here from the tokenizer: repeated texts past the toy model's 511 text
+    # positions, and texts with fewer than three occurrences of x_3..x_n in what is kept
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(toy_world.target_dir))
+    rows = {r["id"]: r["text"] for r in map(json.loads, data.read_text().splitlines())}
+    cut = few = 0
+    for i in scored:
+        ids = tok(rows[i], add_special_tokens=False)["input_ids"]
+        kept = tok(rep(rows[i]), add_special_tokens=False)["input_ids"]
+        cut += len(kept) > 511
+        kept, k = kept[:511], len(ids) - 2
+        few += sum(kept[s:s + k] == ids[2:] for s in range(len(kept) - k + 1)) < 3
+    assert res["counts"]["truncated"]["repeated"] == cut > 0
+    assert res["counts"]["fallback_texts"]["camia:combine=mean"] == {"fell_back": few,
+                                                                     "scored": 14}
+    assert any(n.startswith(f"camia: the repeated text (six copies) of {cut} of 14 texts ")
+               for n in res["notices"])
 
 
 @pytest.mark.slow
