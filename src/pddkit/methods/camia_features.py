@@ -94,23 +94,25 @@ def lempel_ziv(x: np.ndarray, bins: int) -> float:
     return len(seen) / n
 
 
-def approximate_entropy(x: np.ndarray, m: int = APEN_M, r: float = APEN_R) -> float:
+def approximate_entropy(x: np.ndarray, m: int = APEN_M, r: float = APEN_R,
+                        dist: np.ndarray | None = None) -> float:
     """|Phi_m - Phi_{m+1}| with tolerance r * std(x) (util_features.py:86-132), the
     Chebyshev distance between runs of length m: Phi_k = mean_i log(C_i^k) with C_i^k the
-    share of runs j within the tolerance of run i (i itself included); 0 for N <= m + 1."""
+    share of runs j within the tolerance of run i (i itself included); 0 for N <= m + 1.
+    `dist`: |x_i - x_j| of a longer sequence that x begins (shared by several prefixes)."""
     x = np.asarray(x, dtype=np.float64)
     N = len(x)
     if N <= m + 1:
         return 0.0
-    tol = r * float(np.std(x))
-    k = N - m  # runs of length m + 1
-    near = np.ones((k + 1, k + 1), dtype=bool)  # runs of length m: N - m + 1 of them
-    for s in range(m):
-        v = x[s:s + k + 1]
-        near &= np.abs(v[:, None] - v[None, :]) <= tol
+    if dist is None:
+        dist = np.abs(x[:, None] - x[None, :])
+    close = dist[:N, :N] <= r * float(np.std(x))  # [N, N] |x_i - x_j| within the tolerance
+    k = N - m  # runs of length m + 1; N - m + 1 runs of length m
+    near = close[:k + 1, :k + 1].copy()
+    for s in range(1, m):  # run i near run j: every one of their m values within tolerance
+        near &= close[s:s + k + 1, s:s + k + 1]
     phi_m = float(np.mean(np.log(near.sum(axis=0) / (k + 1))))
-    v = x[m:m + k]
-    longer = near[:k, :k] & (np.abs(v[:, None] - v[None, :]) <= tol)
+    longer = near[:k, :k] & close[m:m + k, m:m + k]
     phi_m1 = float(np.mean(np.log(longer.sum(axis=0) / k)))
     return abs(phi_m - phi_m1)
 
@@ -175,8 +177,10 @@ def features(ids, L, rep_ids, L_rep) -> np.ndarray:
     for j in range(len(own)):
         for c in (1, 2):  # L^(1) - L^(2), L^(1) - L^(3); 0 where a copy is missing
             diffs.append(copies[0][j] - copies[c][j] if len(copies) > c else 0.0)
+    head = L_rep[:max(REP_ENDS)]
+    dist = np.abs(head[:, None] - head[None, :])  # shared by the three prefixes
     rep = ([slope(L_rep[:e]) for e in REP_ENDS]
-           + [approximate_entropy(L_rep[:e]) for e in REP_ENDS]
+           + [approximate_entropy(L_rep[:e], dist=dist) for e in REP_ENDS]
            + [above_running_mean(L, e) for e in RUNNING_ENDS])
     out = np.array(own[:12] + div + own[12:] + diffs + rep, dtype=np.float64)
     assert out.shape == (len(FEATURE_NAMES),)
