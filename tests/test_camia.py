@@ -178,6 +178,7 @@ def test_occurrences_of_the_text_past_its_first_two_tokens():
     assert occurrences(np.array([1, 1, 4, 4, 4]), np.array([4, 4, 4, 4])) == [0, 1]
 
 
+@pytest.mark.slow
 def test_all_features_equal_the_authors_on_a_long_text():
     rng = np.random.default_rng(5)
     ids, L = text(rng, 350)  # past 300 tokens: every prefix differs
@@ -276,6 +277,7 @@ def calibration_world(rng, n_mem=12, n_non=12):
     return out, np.array(labels)
 
 
+@pytest.mark.slow
 def test_orientation_and_population_come_from_the_calibration_texts():
     spec = METHODS.get("camia")
     obs, labels = calibration_world(np.random.default_rng(6))
@@ -297,6 +299,7 @@ def test_orientation_and_population_come_from_the_calibration_texts():
     assert np.mean(a[:3]) > np.mean(a[3:])
 
 
+@pytest.mark.slow
 def test_lr_equals_a_standardised_logistic_regression_of_the_authors_features():
     from sklearn.linear_model import LogisticRegression
 
