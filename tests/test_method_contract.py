@@ -56,9 +56,14 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # fsd: tuning on non-members raises a non-member's log-probabilities by 2 nats, a
     # member's by 0.1
     tuned = TokenStats(ids, (L + (0.1 if member else 2.0)).astype(np.float32), tgt.H, tgt.M2)
+    # camia: the text then five copies (separator id 0), a member's copies predicted better
+    # (-0.1) than a non-member's (its own L again)
+    rep_L = np.concatenate([L] + [[-0.1] + [-0.1] * n if member else [-6.0, *L]] * 5)
+    rep_ids = np.concatenate([ids] + [[0, *ids]] * 5)
+    repeated = TokenStats.from_lists(list(rep_ids), list(rep_L))
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given, finetuned=tuned)
+                       conditioned=given, finetuned=tuned, repeated=repeated)
 
 
 def _fitted_probe():
@@ -127,7 +132,7 @@ def test_edge_statistics_stay_finite(name):
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
                         conditioned={("member", 7): st, ("nonmember", 7): one_point},
-                        finetuned=one_point)
+                        finetuned=one_point, repeated=st)
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 

@@ -121,3 +121,5 @@ class Observation:
     # fsd: the target with its LoRA adapter tuned on the calibration non-members, per
     # tuning settings (resources/fsd_tuning.py TuningSettings.key), or one for any (hand-made)
     finetuned: Mapping[tuple, TokenStats] | TokenStats | None = None
+    # camia: the target model on x + (" " + x) x 5 of the scored span (engine/repeat_pass.py)
+    repeated: TokenStats | None = None

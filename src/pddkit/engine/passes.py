@@ -92,6 +92,7 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
         calibration_pass,
         fsd_pass,
         infill_pass,
+        repeat_pass,
         sample_pass,
         shots_pass,
     )
@@ -106,7 +107,8 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
-           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd"}
+           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd",
+           Need.REPEATED: "repeated_pass"}
 
 
 @provider(None)

@@ -2,6 +2,7 @@
 
 from pddkit.methods import (  # noqa: F401  (each module registers its method)
     acmia,
+    camia,
     dcpdd,
     fsd,
     gapk,

@@ -45,6 +45,7 @@ class Need(str, Enum):
     CALIBRATION = "labelled calibration data"
     # fsd: the target with a LoRA adapter tuned on the calibration non-members (engine/fsd_pass.py)
     FINETUNED = "fine-tuned model"
+    REPEATED = "repeated-text pass"  # camia: x followed by five copies, in the target model
 
     @property
     def with_article(self) -> str:
@@ -64,7 +65,7 @@ class Need(str, Enum):
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
                                              "data to hold 30% out of)",
-                "fine-tuned model": ""}[self.value]
+                "fine-tuned model": "", "repeated-text pass": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
@@ -341,7 +342,8 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
 
 
 def _label(calls: list[MethodCall]) -> list[MethodCall]:
-    """Column name: the method name, or name:k=v,... when a name occurs more than once."""
+    """Column name: the method name, or name:k=v,... when a name occurs more than once
+    (a parameter left at None, such as what a calibrated method fits, is not named)."""
     counts: dict[str, int] = {}
     for c in calls:
         counts[c.spec.name] = counts.get(c.spec.name, 0) + 1
@@ -349,7 +351,7 @@ def _label(calls: list[MethodCall]) -> list[MethodCall]:
     for c in calls:
         label = c.spec.name
         if counts[label] > 1:
-            label += ":" + ",".join(f"{k}={v}" for k, v in c.params.items())
+            label += ":" + ",".join(f"{k}={v}" for k, v in c.params.items() if v is not None)
         if label in seen:
             continue  # the same method asked for twice with the same values
         seen.add(label)
