@@ -1,5 +1,6 @@
 """CAMIA in runs (SPEC 3e): the repeated-text pass against a plain transformers forward,
-batch 1 against 16, the statistics cache, the openai backend, and `pddkit run` with the
+batch 1 against 16, the statistics cache, the openai backend, the Ray engine against the
+local one, and `pddkit run` with the
 calibration texts held out or given by `--calibration`, whose scores no label of a text
 under test can change; camia without labelled calibration data is one sentence."""
 
@@ -221,3 +222,27 @@ def test_camia_without_labelled_calibration_data_is_one_sentence(toy_world, tmp_
     assert err.strip().splitlines()[-1] == (
         "pddkit: error: method camia: combine must be one of mean, pearson, fisher, "
         "mudholkar_george, lr, not 'median'")
+
+
+@pytest.mark.slow
+def test_the_ray_engine_scores_camia_as_the_local_engine(toy_world, tmp_path):
+    ray = pytest.importorskip("ray")  # the test extra installs it
+
+    cal = _cal(tmp_path, toy_world)
+    texts = toy_world.members[:4] + toy_world.nonmembers[:4]
+
+    def run(**engine):
+        return pddkit.evaluate(texts, [1] * 4 + [0] * 4, str(toy_world.target_dir), "camia",
+                               calibration=str(cal), blind=False, n_bootstrap=10, device="cpu",
+                               dtype="float32", batch_size=4, **engine)
+
+    local = run()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        remote = run(engine="ray", actors=1)
+    finally:
+        ray.shutdown()
+    # the same batches on the actor: statistics equal bit for bit (tests/test_ray_engine.py),
+    # so the features and scores are equal too
+    np.testing.assert_array_equal(remote.scores()["camia"], local.scores()["camia"])
+    assert remote.counts["truncated"]["repeated"] == local.counts["truncated"]["repeated"]

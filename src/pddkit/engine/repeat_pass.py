@@ -1,7 +1,7 @@
 """The provider of Need.REPEATED (`camia`): each text's scored span x repeated,
 x_rep = x + (" " + x) x 5 (six copies; methods/camia_features.py), scored by the target
-model like any text: through the run's executor (batched by length) and the statistics
-cache (a rerun computes nothing it has).
+model like any text: through the run's executor (batched by length; on the Ray engine's
+actors too) and the statistics cache (a rerun computes nothing it has).
 
 x_rep is six times as long as x. Where it is longer than the model's context, the
 statistics pass cuts it to the context as it cuts any text (SPEC 2): the copies that do
