@@ -118,3 +118,6 @@ class Observation:
     # infill: per position i (0-based) whose token is not the argmax, the statistics of the
     # text with x_i replaced by the argmax, cut after i + lookahead (engine/infill_pass.py)
     infill: tuple[tuple[int, TokenStats], ...] | None = None
+    # emmia: the text's EM-MIA score per (init, iters, prefix_score), computed from every
+    # text's conditional scores given every other (engine/emmia_pass.py; methods/emmia.py)
+    emmia: Mapping[tuple, float] | None = None

@@ -90,6 +90,7 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     from pddkit.engine import (  # noqa: F401
         augment_pass,
         calibration_pass,
+        emmia_pass,
         infill_pass,
         sample_pass,
         shots_pass,
@@ -105,7 +106,7 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
-           Need.CALIBRATION: "calibration_passes"}
+           Need.CALIBRATION: "calibration_passes", Need.PAIRS: "emmia_pairs_pass"}
 
 
 @provider(None)

@@ -40,7 +40,7 @@ class Resources:
                    calibration=bool(config.calibration) or (dataset is not None and dataset.labelled))
 
     def available(self) -> set[Need]:
-        out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL}
+        out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL, Need.PAIRS}
         for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
                             (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe),
                             (Need.SHOTS, self.shots), (Need.CALIBRATION, self.calibration)):
@@ -114,7 +114,7 @@ def check_params(call: MethodCall) -> None:
     obs = Observation(text="a made up text of eight words here", target=st, lower=st,
                       reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
                       conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),
-                      infill=((1, st), (3, st)))
+                      infill=((1, st), (3, st)), emmia=_Every(0.0))
     try:
         if Need.CALIBRATION in call.needs:  # scored with what its fit leaves (SPEC 3e)
             fit = call.spec.calibration.fit([obs, obs], np.array([1, 0]), **call.params)
