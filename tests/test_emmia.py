@@ -130,6 +130,7 @@ def _tau_b(x, y) -> float:
 # ---------------------------------------------------------------- the EM loop
 
 
+@pytest.mark.slow
 def test_the_em_loop_on_a_hand_made_matrix_worked_out_by_hand():
     R = np.array([[0.9, 0.8, 0.7, 0.6], [0.6, 0.7, 0.8, 0.9], [0.9, 0.6, 0.8, 0.7],
                   [0.7, 0.7, 0.7, 0.6]])
@@ -149,6 +150,7 @@ def test_the_em_loop_on_a_hand_made_matrix_worked_out_by_hand():
                                   em_scores(R, np.array([0.0, 3, 2, 1]), 1, "auc"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["auc", "kendall", "rankdist"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_em_loop_is_the_authors_on_random_matrices_with_ties(metric, seed):
@@ -229,6 +231,7 @@ def test_r_is_the_ratio_of_plain_forwards_with_prefixes_cut_to_a_short_context(l
     assert counts["conditional_passes"] == 36 and counts["tokens"] == 6 * sum(map(len, ids))
 
 
+@pytest.mark.slow
 def test_r_is_the_same_for_batch_1_and_16(lm):
     texts = _texts(10, seed=2)
     one, _, _ = _pair_matrix(lm, texts, 1)
@@ -257,6 +260,7 @@ def test_scores_are_the_same_for_batch_1_and_16_and_follow_from_r(tiny, lm):
 # ---------------------------------------------------------------- runs
 
 
+@pytest.mark.slow
 def test_labels_are_never_read(tiny):
     import pddkit
 
@@ -382,8 +386,8 @@ def test_the_openai_backend_gives_the_hf_backend_scores(tiny, lm, tmp_path):
                   tokenizer=str(tiny), n_bootstrap=10, blind=False)
         far = pddkit.evaluate(texts, labels, "tiny",
                               methods="emmia:init=loss,emmia:init=loss,prefix_score=kendall", **kw)
-        with pytest.raises(PddkitError, match="method emmia: its init method cannot run on this "
-                                              "backend .*minkpp.*; pass another init"):
+        with pytest.raises(PddkitError, match=r"method emmia: its init method cannot run on this "
+                                              r"backend .*minkpp.*; pass another init"):
             pddkit.evaluate(texts, labels, "tiny", methods="emmia", **kw)
     # the server's unbatched float32 forwards against the shared cache: R to ~1e-6 relative
     # (as above), far below the gaps between a row's values that the ranks read
