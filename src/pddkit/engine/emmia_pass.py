@@ -31,6 +31,7 @@ import logging
 
 import numpy as np
 
+from pddkit import progress
 from pddkit.data.samples import Dataset
 from pddkit.engine.passes import PassContext, provider
 from pddkit.errors import PddkitError
@@ -114,8 +115,45 @@ def record_sample(ctx: PassContext, dataset: Dataset) -> None:
     ctx.extras.setdefault("trail", {})["emmia_left_out.jsonl"] = list(dataset.meta["emmia_left_out"])
 
 
+class _OneLinePerPass(logging.Filter):
+    """Drops the statistics cache's per-call line ("emmia pair pass: 0 of N texts from the
+    cache, computing N"), which would repeat once per prefix: pair_matrix says it once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.args, tuple) and record.args[:1] == (DESC,))
+
+
 def _mean(L) -> float:
     return float(np.mean(L, dtype=np.float64))
+
+
+def _pairs_of_prefix(ctx: PassContext, j: int, limit: int | None, own: np.ndarray,
+                     cond: np.ndarray, counted: dict) -> None:
+    """Row j of LL(x_i | x_j) into `cond`: the targets grouped by how much of x_j fits
+    before them, one executor call per group (one for all when every pair fits)."""
+    target = ctx.fields["target"]
+    n = len(target)
+    lengths = [len(st) for st in target]
+    prefix = target[j].ids.tolist()
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        room = len(prefix) if limit is None else min(len(prefix), limit - 1 - lengths[i])
+        groups.setdefault(max(room, 0), []).append(i)
+    for keep, members in sorted(groups.items(), reverse=True):
+        if keep == 0:  # no room for one prefix token: LL(x_i | empty) = LL(x_i)
+            cond[j, members] = own[members]
+            counted["no_room"] += len(members)
+            continue
+        counted["cut"] += len(members) if keep < len(prefix) else 0
+        stats = ctx.executor.conditioned_stats(
+            ctx.target, prefix[len(prefix) - keep:], [target[i].ids.tolist() for i in members],
+            [target[i].truncated for i in members], [ctx.names[i] for i in members], DESC)
+        for i, st in zip(members, stats):
+            if not np.isfinite(st.L).all():
+                raise PddkitError(f"{ctx.target.name} gave non-finite log-probabilities for "
+                                  f"{ctx.names[i]} given {ctx.names[j]} as its prefix (a "
+                                  "float16 overflow? try `dtype='float32'`)")
+            cond[j, i] = _mean(st.L)
 
 
 def pair_matrix(ctx: PassContext) -> tuple[np.ndarray, dict]:
@@ -130,28 +168,23 @@ def pair_matrix(ctx: PassContext) -> tuple[np.ndarray, dict]:
             "once as a prefix and shared by its targets), then the EM loop on the CPU")
     logger.info(line)
     cond = np.empty((n, n), dtype=np.float64)
-    cut = no_room = 0
-    for j in range(n):
-        prefix = target[j].ids.tolist()
-        groups: dict[int, list[int]] = {}
-        for i in range(n):
-            room = len(prefix) if limit is None else min(len(prefix), limit - 1 - lengths[i])
-            groups.setdefault(max(room, 0), []).append(i)
-        for keep, members in sorted(groups.items(), reverse=True):
-            if keep == 0:  # no room for one prefix token: LL(x_i | empty) = LL(x_i)
-                cond[j, members] = own[members]
-                no_room += len(members)
-                continue
-            cut += len(members) if keep < len(prefix) else 0
-            stats = ctx.executor.conditioned_stats(
-                ctx.target, prefix[len(prefix) - keep:], [target[i].ids.tolist() for i in members],
-                [target[i].truncated for i in members], [ctx.names[i] for i in members], DESC)
-            for i, st in zip(members, stats):
-                if not np.isfinite(st.L).all():
-                    raise PddkitError(f"{ctx.target.name} gave non-finite log-probabilities for "
-                                      f"{ctx.names[i]} given {ctx.names[j]} as its prefix (a "
-                                      "float16 overflow? try `dtype='float32'`)")
-                cond[j, i] = _mean(st.L)
+    counted = {"cut": 0, "no_room": 0}
+    quiet, cache_log = _OneLinePerPass(), logging.getLogger("pddkit.cache.caching")
+    cache_log.addFilter(quiet)
+    bar = progress.bar(total=n, desc="emmia prefixes", unit="prefix")
+    try:
+        for j in range(n):
+            _pairs_of_prefix(ctx, j, limit, own, cond, counted)
+            bar.update(1)
+    finally:
+        bar.close()
+        cache_log.removeFilter(quiet)
+    cut, no_room = counted["cut"], counted["no_room"]
+    cache = getattr(ctx.target, "counts", None)
+    if cache is not None and DESC in cache():
+        hits, misses = cache()[DESC]
+        logger.info("%s: %d of %d pairs from the statistics cache, %d computed", DESC, hits,
+                    hits + misses, misses)
     zero = int((own >= -_TINY).sum())
     R = cond / np.minimum(own, -_TINY)[None, :]
     counts = {"texts": n, "conditional_passes": n * n, "tokens": n * tokens,
