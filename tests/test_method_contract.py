@@ -53,9 +53,12 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # non-member's (x1.1); member shots move neither
     scaled = lambda f: TokenStats(ids, (L * f).astype(np.float32), tgt.H, tgt.M2)  # noqa: E731
     given = {("nonmember", 7): scaled(2.0 if member else 1.1), ("member", 7): scaled(1.0)}
+    # emmia: its score is computed for all texts at once (engine/emmia_pass.py; its loop is
+    # tested in test_emmia.py); the text reads its own entry, minus a prefix AUC
+    em = {("minkpp", 10, "auc"): -0.25 if member else -0.75}
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given)
+                       conditioned=given, emmia=em)
 
 
 def _fitted_probe():
@@ -123,7 +126,8 @@ def test_edge_statistics_stay_finite(name):
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
-                        conditioned={("member", 7): st, ("nonmember", 7): one_point})
+                        conditioned={("member", 7): st, ("nonmember", 7): one_point},
+                        emmia={("minkpp", 10, "auc"): 0.0})
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 
