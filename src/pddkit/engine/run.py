@@ -175,7 +175,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                               0 if val_dataset is None else len(val_dataset.samples),
                               capabilities_of(config, model))
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
-    if config.documents and (shots is not None or calibration is not None or test_idx is not None):
+    if config.documents and (shots is not None or calibration is not None or test_idx is not None
+                             or "emmia_sample" in dataset.meta):
         _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
     # the blind baseline needs no model: it runs on an idle core while the model loads and
     # runs; on texts it cannot fit (no word at all) it is skipped before it starts
