@@ -45,13 +45,13 @@ class Need(str, Enum):
     CALIBRATION = "labelled calibration data"
     # emmia: each text given every other text as its prefix, N x N conditional passes
     # (engine/emmia_pass.py); needs nothing given, but is capped by the method's max_texts
-    PAIRS = "passes of every text given every other"
+    PAIRS = "every text given every other"
 
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
         plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes",
-                  "labelled calibration data", "passes of every text given every other"}
+                  "labelled calibration data", "every text given every other"}
         return self.value if self.value in plural else f"a {self.value}"
 
     @property
@@ -65,7 +65,7 @@ class Need(str, Enum):
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
                                              "data to hold 30% out of)",
-                "passes of every text given every other": ""}[self.value]
+                "every text given every other": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities

@@ -130,8 +130,8 @@ def em_scores(R: np.ndarray, init: np.ndarray, iters: int, how: str) -> np.ndarr
 
 @register_method("emmia", needs=(Need.PAIRS,), requires=("first_token",),
                  paper="Kim et al. 2026", named_only=True,
-                 cost="+N passes over the texts: each text given each of the N texts as its "
-                      "prefix (N^2 in all, each prefix's cache once; capped by max_texts)",
+                 cost="+N passes over the texts, each text given each of the N as its prefix "
+                      "(N^2 in all; each prefix's cache once; N capped by max_texts)",
                  summary="EM-MIA: ReCaLL of every text given every other, refined by "
                          "expectation-maximisation from an init method; needs no labels")
 def emmia(obs: Observation, *, init: str = "minkpp", iters: int = 10, prefix_score: str = "auc",
