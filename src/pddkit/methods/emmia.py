@@ -18,8 +18,9 @@ Observation; EM-MIA's score of a text depends on every text of the run. So the w
 Nothing here or there reads a label: the texts under test may be unlabelled.
 
 Cost: N^2 conditional passes over the texts' tokens (N per text), the N prefixes' caches
-computed once each, plus the init method (the target pass it shares); the EM loop is a few
-milliseconds of CPU. `max_texts` caps N; above it a run is refused with its cost in one
+computed once each, plus the init method (the target pass it shares); the EM loop is CPU
+work on the N x N matrix (at N = 200, under a second; seconds with `kendall`, one
+`kendalltau` per row). `max_texts` caps N; above it a run is refused with its cost in one
 sentence, or, with `subset=true`, scores a seeded uniform sample of `max_texts` texts
 (engine/emmia_pass.py `emmia_texts`: the texts left out are counted in results.json and
 listed in emmia_left_out.jsonl). Every difference from the authors' code, marked by whether
