@@ -24,6 +24,9 @@ report off for all (they cost the same in every variant):
   camia     : --methods camia             (one more pass over each text repeated six times,
               ~6n tokens, and 75 features per text; fitted on a held-out 30%, which goes
               through both passes, so the same texts are computed)
+  emmia     : --methods emmia             (every text given each of the N texts as its prefix:
+              N^2 conditional passes, each prefix's KV cache once; init minkpp from the
+              target pass; the EM loop on the CPU)
 
 Random weights are the worst case for `infill`: their argmax almost never equals the next
 token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
@@ -31,7 +34,8 @@ tokens). Shared cloud cores are noisy (+-15% between two runs of one command): l
 each variant alternate --repeats times; the median of the per-pair ratios is reported.
 
     python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
-        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia] [--samia-tokens 64]
+        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia]
+        [--samia-tokens 64]
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia")
+    ap.add_argument("--methods",
+                    default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia")
     ap.add_argument("--samia-tokens", type=int, default=64)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}

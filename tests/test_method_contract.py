@@ -61,9 +61,12 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     rep_L = np.concatenate([L] + [[-0.1] + [-0.1] * n if member else [-6.0, *L]] * 5)
     rep_ids = np.concatenate([ids] + [[0, *ids]] * 5)
     repeated = TokenStats.from_lists(list(rep_ids), list(rep_L))
+    # emmia: its score is computed for all texts at once (engine/emmia_pass.py; its loop is
+    # tested in test_emmia.py); the text reads its own entry, minus a prefix AUC
+    em = {("minkpp", 10, "auc"): -0.25 if member else -0.75}
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given, finetuned=tuned, repeated=repeated)
+                       conditioned=given, finetuned=tuned, repeated=repeated, emmia=em)
 
 
 def _fitted_probe():
@@ -132,7 +135,8 @@ def test_edge_statistics_stay_finite(name):
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
                         conditioned={("member", 7): st, ("nonmember", 7): one_point},
-                        finetuned=one_point, repeated=st)
+                        finetuned=one_point, repeated=st,
+                        emmia={("minkpp", 10, "auc"): 0.0})
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 

@@ -123,3 +123,6 @@ class Observation:
     finetuned: Mapping[tuple, TokenStats] | TokenStats | None = None
     # camia: the target model on x + (" " + x) x 5 of the scored span (engine/repeat_pass.py)
     repeated: TokenStats | None = None
+    # emmia: the text's EM-MIA score per (init, iters, prefix_score), computed from every
+    # text's conditional scores given every other (engine/emmia_pass.py; methods/emmia.py)
+    emmia: Mapping[tuple, float] | None = None

@@ -90,6 +90,7 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     from pddkit.engine import (  # noqa: F401
         augment_pass,
         calibration_pass,
+        emmia_pass,
         fsd_pass,
         infill_pass,
         repeat_pass,
@@ -108,7 +109,7 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
            Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd",
-           Need.REPEATED: "repeated_pass"}
+           Need.REPEATED: "repeated_pass", Need.PAIRS: "emmia_pairs_pass"}
 
 
 @provider(None)

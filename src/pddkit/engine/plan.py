@@ -41,7 +41,7 @@ class Resources:
 
     def available(self) -> set[Need]:
         out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL, Need.FINETUNED,
-               Need.REPEATED}
+               Need.REPEATED, Need.PAIRS}
         for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
                             (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe),
                             (Need.SHOTS, self.shots), (Need.CALIBRATION, self.calibration)):
@@ -115,7 +115,8 @@ def check_params(call: MethodCall) -> None:
     obs = Observation(text="a made up text of eight words here", target=st, lower=st,
                       reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
                       conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),
-                      infill=((1, st), (3, st)), finetuned=_Every(st), repeated=st)
+                      infill=((1, st), (3, st)), finetuned=_Every(st), repeated=st,
+                      emmia=_Every(0.0))
     try:
         if Need.CALIBRATION in call.needs and call.spec.calibration is not None:  # SPEC 3e
             fit = call.spec.calibration.fit([obs, obs], np.array([1, 0]), **call.params)

@@ -168,8 +168,15 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             from pddkit.data.shots import refuse_overlap
 
             refuse_overlap(shots, val_dataset, f"`val_data` {val_dataset.name}")
+    if Need.PAIRS in plan.needs:  # emmia: over its cap, its cost refused or a seeded sample
+        from pddkit.engine.emmia_pass import emmia_texts
+
+        dataset = emmia_texts(dataset, plan.calls, config.seed,
+                              0 if val_dataset is None else len(val_dataset.samples),
+                              capabilities_of(config, model))
     dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
-    if config.documents and (shots is not None or calibration is not None or test_idx is not None):
+    if config.documents and (shots is not None or calibration is not None or test_idx is not None
+                             or "emmia_sample" in dataset.meta):
         _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
     # the blind baseline needs no model: it runs on an idle core while the model loads and
     # runs; on texts it cannot fit (no word at all) it is skipped before it starts
@@ -291,6 +298,10 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
     ctx.counts.update(dataset.counts())
     if "split_words" in dataset.meta:
         ctx.counts["split_words"] = dataset.meta["split_words"]
+    if "emmia_sample" in dataset.meta:  # emmia's seeded sample: counted, the rest listed
+        from pddkit.engine.emmia_pass import record_sample
+
+        record_sample(ctx, dataset)
     ctx.counts["label_leaks_left_out"] = {
         "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
         "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}

@@ -47,7 +47,8 @@ def observations(ctx: PassContext) -> list[Observation]:
                         samples=f["samples"][i] if "samples" in f else None,
                         infill=f["infill"][i] if "infill" in f else None,
                         finetuned=f["finetuned"][i] if "finetuned" in f else None,
-                        repeated=f["repeated"][i] if "repeated" in f else None)
+                        repeated=f["repeated"][i] if "repeated" in f else None,
+                        emmia=f["emmia"][i] if "emmia" in f else None)
             for i in range(len(ctx.texts))]
 
 

@@ -46,12 +46,15 @@ class Need(str, Enum):
     # fsd: the target with a LoRA adapter tuned on the calibration non-members (engine/fsd_pass.py)
     FINETUNED = "fine-tuned model"
     REPEATED = "repeated-text pass"  # camia: x followed by five copies, in the target model
+    # emmia: each text given every other text as its prefix, N x N conditional passes
+    # (engine/emmia_pass.py); needs nothing given, but is capped by the method's max_texts
+    PAIRS = "every text given every other"
 
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
         plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes",
-                  "labelled calibration data"}
+                  "labelled calibration data", "every text given every other"}
         return self.value if self.value in plural else f"a {self.value}"
 
     @property
@@ -65,7 +68,8 @@ class Need(str, Enum):
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
                                              "data to hold 30% out of)",
-                "fine-tuned model": "", "repeated-text pass": ""}[self.value]
+                "fine-tuned model": "", "repeated-text pass": "",
+                "every text given every other": ""}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
