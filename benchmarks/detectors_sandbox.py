@@ -50,9 +50,9 @@ def sandbox(root: Path, seed: int, epochs: int, env: dict) -> Path:
 
 
 def detect(folder: Path, seed: int, window: int, methods: str, boot: int, env: dict,
-           extra: list[str], reuse: bool) -> Path:
+           extra: list[str], reuse: bool, tag: str = "") -> Path:
     """One `pddkit run` of every method on the seed's W-word windows."""
-    out = folder / f"detect-{window}"
+    out = folder / f"detect-{window}{tag}"
     if reuse and (out / "results.json").exists():
         return out
     cmd = [sys.executable, "-m", "pddkit", "run", "--model", str(folder / "run" / "target-model"),
@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--boot", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reuse-runs", action="store_true")
+    ap.add_argument("--tag", default="", help="suffix of the run folders (detect-W-TAG)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--run-args", default="", help="more `pddkit run` flags, one string")
     args = ap.parse_args()
@@ -127,7 +128,8 @@ def main() -> None:
     for seed in seeds:
         folder = sandbox(args.root, seed, args.epochs, env)
         out = detect(folder, seed, args.window, args.methods, args.boot, env,
-                     args.run_args.split(), args.reuse_runs)
+                     args.run_args.split(), args.reuse_runs,
+                     f"-{args.tag}" if args.tag else "")
         res = json.loads((out / "results.json").read_text())
         rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
         windows = folder / "run" / f"window-{args.window}" / "windows.jsonl"
