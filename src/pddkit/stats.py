@@ -118,3 +118,6 @@ class Observation:
     # infill: per position i (0-based) whose token is not the argmax, the statistics of the
     # text with x_i replaced by the argmax, cut after i + lookahead (engine/infill_pass.py)
     infill: tuple[tuple[int, TokenStats], ...] | None = None
+    # decop: per (chat, order of the options), the letter answered (None: no letter) and the
+    # four letters' probabilities (None: a server giving the letter only) (engine/decop_pass.py)
+    quiz: Mapping[tuple, tuple] | None = None

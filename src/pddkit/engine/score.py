@@ -45,7 +45,8 @@ def observations(ctx: PassContext) -> list[Observation]:
                         conditioned=f["conditioned"][i] if "conditioned" in f else None,
                         augmented=f["augmented"][i] if "augmented" in f else None,
                         samples=f["samples"][i] if "samples" in f else None,
-                        infill=f["infill"][i] if "infill" in f else None)
+                        infill=f["infill"][i] if "infill" in f else None,
+                        quiz=f["quiz"][i] if "quiz" in f else None)
             for i in range(len(ctx.texts))]
 
 

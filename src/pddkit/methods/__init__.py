@@ -3,6 +3,7 @@
 from pddkit.methods import (  # noqa: F401  (each module registers its method)
     acmia,
     dcpdd,
+    decop,
     gapk,
     infill,
     loss,

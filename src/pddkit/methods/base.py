@@ -43,12 +43,17 @@ class Need(str, Enum):
     # labelled texts a method fits on and that are never evaluated (SPEC 3e): `calibration`,
     # or a seeded stratified 30% held out of the labelled data (engine/calibration_pass.py)
     CALIBRATION = "labelled calibration data"
+    # decop: each text's multiple-choice items (the text among 3 paraphrases) answered by the
+    # target (engine/decop_pass.py); paraphrases from `paraphrases` or a `paraphraser`
+    QUIZ = "multiple-choice quiz"
 
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
         plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes",
                   "labelled calibration data"}
+        if self.value == "multiple-choice quiz":
+            return "a multiple-choice quiz (3 paraphrases per text)"
         return self.value if self.value in plural else f"a {self.value}"
 
     @property
@@ -61,7 +66,9 @@ class Need(str, Enum):
                 "augmented texts": "", "sampled continuations": "",
                 "infilling passes": "",
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
-                                             "data to hold 30% out of)"}[self.value]
+                                             "data to hold 30% out of)",
+                "multiple-choice quiz": "`paraphrases` (a file of 3 paraphrases per text) or "
+                                        "`paraphraser` (a model to write them)"}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
