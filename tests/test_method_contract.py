@@ -1,6 +1,8 @@
 """One contract over every registered method: a finite float, deterministic, pure, and
 higher for member-like statistics than for non-member-like ones."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -53,9 +55,13 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # non-member's (x1.1); member shots move neither
     scaled = lambda f: TokenStats(ids, (L * f).astype(np.float32), tgt.H, tgt.M2)  # noqa: E731
     given = {("nonmember", 7): scaled(2.0 if member else 1.1), ("member", 7): scaled(1.0)}
+    # decop: a member is answered with the verbatim letter on all 24 orders, a non-member
+    # with A whatever the order (6 of 24 right)
+    quiz = {("auto", o): ("ABCD"[o.index(0)] if member else "A", (0.25,) * 4)
+            for o in itertools.permutations(range(4))}
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given)
+                       conditioned=given, quiz=quiz)
 
 
 def _fitted_probe():
@@ -123,7 +129,8 @@ def test_edge_statistics_stay_finite(name):
         one_point = TokenStats.from_lists(ids, [0.0] * len(ids))  # infill: x' certain everywhere
         o = Observation("x", st, lower=st, reference=st, log_freq=LOG_FREQ, neighbors=(st,),
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
-                        conditioned={("member", 7): st, ("nonmember", 7): one_point})
+                        conditioned={("member", 7): st, ("nonmember", 7): one_point},
+                        quiz={("auto", o): (None, None) for o in itertools.permutations(range(4))})
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 

@@ -72,7 +72,7 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
             try:
                 value = json.loads(cell) if cell is not None else None
             except ValueError:
-                raise PddkitError(f"{where} row {n}: the `paraphrases` cell is not a JSON list "
+                raise PddkitError(f"{where} row {n}: the 'paraphrases' cell is not a JSON list "
                                   "of 3 strings") from None
             rows.append((n, {**row, "paraphrases": value}))
         return rows
@@ -84,7 +84,7 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
         except ValueError:
             raise PddkitError(f"{where} line {n} is not valid JSON") from None
         if not isinstance(row, dict):
-            raise PddkitError(f"{where} line {n} is not a JSON object with `id` and `paraphrases`")
+            raise PddkitError(f"{where} line {n} is not a JSON object with 'id' and 'paraphrases'")
         rows.append((n, row))
     return rows
 
@@ -100,13 +100,13 @@ def load_paraphrases(path: str, ids: Sequence[str], texts: Sequence[str]) -> Par
     for n, row in _rows(p):
         where = f"{path} {unit} {n}"
         if row.get("id") is None or row.get("paraphrases") is None:
-            raise PddkitError(f"{where} needs an `id` and a `paraphrases` list of {COUNT} strings")
+            raise PddkitError(f"{where} needs an 'id' and a 'paraphrases' list of {COUNT} strings")
         sid = str(row["id"])
         if sid in got:
             raise PddkitError(f"{where} repeats id {sid!r} (first at {unit} {lines[sid]})")
         value = row["paraphrases"]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise PddkitError(f"{where} (id {sid!r}): `paraphrases` must be a list of {COUNT} "
+            raise PddkitError(f"{where} (id {sid!r}): 'paraphrases' must be a list of {COUNT} "
                               "strings")
         if len(value) != COUNT or not all(v.strip() for v in value):
             have = sum(bool(v.strip()) for v in value)
@@ -120,7 +120,7 @@ def load_paraphrases(path: str, ids: Sequence[str], texts: Sequence[str]) -> Par
     if missing:
         raise PddkitError(f"paraphrases file {path} has no paraphrases for {len(missing)} of "
                           f"the {len(ids)} texts (ids {_first(missing)}): add a line per text "
-                          "(`id`, `paraphrases`)")
+                          "('id', 'paraphrases')")
     for sid, text in zip(ids, texts):
         same = [k + 1 for k, para in enumerate(got[sid]) if " ".join(para.split()) == " ".join(text.split())]
         if same:
@@ -155,7 +155,7 @@ def document_fields(ids: Sequence[str], given: dict | None,
             out.append(Document(str(title), str(author) if author else None))
     for column, lacking, why in (("title", no_title, "the question names the document's title"),
                                  ("author", no_author, "the question names the book's author; "
-                                  "an arXiv paper needs a `source` column saying arxiv instead")):
+                                  "an arXiv paper needs a 'source' column saying arxiv instead")):
         if lacking:
             raise PddkitError(f"decop needs a '{column}' column in the data (or the paraphrases "
                               f"file): {len(lacking)} of {len(ids)} texts have none (ids "
