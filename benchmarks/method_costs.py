@@ -18,6 +18,9 @@ report off for all (they cost the same in every variant):
   acmia     : --methods acmia             (the same pass; 52 temperatures summed over the
               vocabulary per distinct token; beta chosen on a held-out 30%, which still goes
               through the pass, so the same texts are computed)
+  decop     : --methods decop --paraphrases FILE  (24 quiz items of the text and 3 stand-in
+              "paraphrases" of the same length, its words rotated, reversed and sorted: the
+              cost of the quiz, not of writing paraphrases; no target pass)
 
 Random weights are the worst case for `infill`: their argmax almost never equals the next
 token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
@@ -25,7 +28,7 @@ tokens). Shared cloud cores are noisy (+-15% between two runs of one command): l
 each variant alternate --repeats times; the median of the per-pair ratios is reported.
 
     python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
-        [--methods recall,conrecall,pac,samia,infill,gapk,acmia] [--samia-tokens 64]
+        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,decop] [--samia-tokens 64]
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
     data, prefix = root / "texts.jsonl", root / "shots.jsonl"
     data.write_text("".join(x + "\n" for x in lines[:n]))
     prefix.write_text("".join(x + "\n" for x in lines[n:n + 14]))
+    rows = [{**json.loads(x), "id": f"p{i}", "title": "A Book", "author": "An Author"}
+            for i, x in enumerate(lines[:n])]  # decop's question names a title and an author
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    para = root / "paraphrases.jsonl"  # decop: stand-ins of the text's length (docstring)
+    para.write_text("".join(json.dumps({"id": r["id"], "paraphrases": [
+        " ".join(w[len(w) // 3:] + w[:len(w) // 3]), " ".join(w[::-1]), " ".join(sorted(w))]})
+        + "\n" for r in rows for w in [r["text"].split()]))
     return model_dir, data, prefix
 
 
@@ -58,7 +68,7 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill,gapk,acmia")
+    ap.add_argument("--methods", default="recall,conrecall,pac,samia,infill,gapk,acmia,decop")
     ap.add_argument("--samia-tokens", type=int, default=64)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
@@ -71,7 +81,8 @@ def main() -> None:
         def run(methods: str, out: str) -> list[str]:
             return [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir),
                     "--data", str(data), "--prefix-data", str(prefix), "--methods", methods,
-                    "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out)]
+                    "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out),
+                    *(["--paraphrases", str(root / "paraphrases.jsonl")] if "decop" in methods else [])]
 
         for name in args.methods.split(","):
             pairs = []
