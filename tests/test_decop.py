@@ -240,7 +240,8 @@ def test_a_paraphrases_file_missing_ids_says_the_count_and_the_first_ids(capsys,
 
 
 @pytest.mark.parametrize("change, says", [
-    (lambda r: r[1]["paraphrases"].pop(), "(id 't1') has 2 non-empty paraphrases of 2; decop needs exactly 3"),
+    (lambda r: r[1]["paraphrases"].pop(),
+     "(id 't1') has 2 non-empty paraphrases of 2; decop needs exactly 3"),
     (lambda r: r[2]["paraphrases"].__setitem__(1, " "), "(id 't2') has 2 non-empty paraphrases of 3"),
     (lambda r: r[0]["paraphrases"].__setitem__(2, TEXTS[0]), "paraphrase 3 is the text itself"),
     (lambda r: r.append(dict(r[0])), "line 4 repeats id 't0'"),

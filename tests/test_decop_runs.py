@@ -96,7 +96,8 @@ def expected(lm, n=8):
         options = [t, *paraphrases(t)]
         right, probs = 0, []
         for order in permutations(range(4)):
-            letter, p = generate_answer(model, tok, hand_prompt(f"Book {i // 2}", [options[k] for k in order]))
+            item = hand_prompt(f"Book {i // 2}", [options[k] for k in order])
+            letter, p = generate_answer(model, tok, item)
             verbatim = order.index(0)
             right += letter == LETTERS[verbatim]
             probs.append(p[verbatim])
@@ -104,9 +105,10 @@ def expected(lm, n=8):
     return out
 
 
-def test_pddkit_run_scores_the_share_of_verbatim_answers_as_generate_gives_them(capsys, lm, tiny, tmp_path):
+def test_pddkit_run_scores_the_share_of_verbatim_answers_as_generate_gives_them(capsys, lm, tiny,
+                                                                              tmp_path):
     data, para = inputs(tmp_path)
-    code, out, err = run_cli(capsys, "run", "--model", tiny, "--data", data, "--methods",
+    code, _, err = run_cli(capsys, "run", "--model", tiny, "--data", data, "--methods",
                              "decop,decop:score=prob", "--paraphrases", para, "--device", "cpu",
                              "--output", tmp_path / "out", "--no-blind", "--bootstrap", "10",
                              "--documents", "mean", "--no-report", "--batch-size", "16")
