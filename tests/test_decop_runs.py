@@ -249,3 +249,15 @@ def test_a_server_refusing_logit_bias_is_asked_without_it_and_says_so(tiny, serv
     res = run_served(tiny, served, "reject_logit_bias", tmp_path)
     assert any("refused logit_bias" in n for n in res.notices)
     assert len(res.scores()["decop"]) == 4
+
+
+def test_the_python_api_takes_title_and_author_from_the_paraphrases_file(lm, tiny, tmp_path):
+    import pddkit
+
+    rows = [{"id": f"t{i}", "paraphrases": paraphrases(t), "title": f"Book {i // 2}",
+             "author": "Ann Author"} for i, t in enumerate(TEXTS[:4])]
+    para = write_jsonl(tmp_path / "para.jsonl", rows)
+    res = pddkit.evaluate(TEXTS[:4], [0, 0, 1, 1], str(tiny), methods="decop",
+                          ids=[f"t{i}" for i in range(4)], device="cpu", dtype="float32",
+                          paraphrases=str(para), n_bootstrap=10, blind=False)
+    assert list(res.scores()["decop"]) == [w[0] for w in expected(lm, n=4)]
