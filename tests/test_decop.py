@@ -273,3 +273,28 @@ def test_decop_is_named_only_and_reads_no_target_statistics():
     spec = METHODS.get("decop")
     assert spec.named_only and not spec.reads_target and spec.needs == frozenset({Need.QUIZ})
     assert spec.defaults == {"permutations": 24, "score": "share", "chat": "auto"}
+
+
+def test_chat_models_get_the_prompt_in_their_template_with_the_authors_system_text():
+    from tiny_models import small_tokenizer
+
+    from pddkit.engine.decop_pass import _chat_prompt, _use_chat
+
+    tok = small_tokenizer()
+    assert not _use_chat("auto", tok, "tiny")
+    with pytest.raises(PddkitError, match="chat=yes needs a chat template"):
+        _use_chat("yes", tok, "tiny")
+    tok.bos_token = "<s>"
+    tok.chat_template = ("{{ bos_token }}{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}"
+                         "{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}")
+    assert _use_chat("auto", tok, "tiny") and not _use_chat("no", tok, "tiny")
+    system = ("You are entering a multiple choice questions exam. You should directly answer "
+              "each question by choosing the correct option. Be concise and straight to the "
+              "point in your answer. Output only the letter corresponding to the correct "
+              "answer.\n\nFormat your answer as '<correct letter>'.")
+    # the template's own start token is left out: the backend puts its start token first
+    assert _chat_prompt(tok, "Q?") == f"[system]{system}[user]Q?[assistant]"
+    tok.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}"
+                         "{{ raise_exception('no system role') }}{% endif %}[{{ m['role'] }}]"
+                         "{{ m['content'] }}{% endfor %}")
+    assert _chat_prompt(tok, "Q?") == f"[user]{system}\n\nQ?"
