@@ -86,6 +86,7 @@ def hf_choices(model, tokenizer, prompts: Sequence[Sequence[int]], *, batch_size
     import torch
 
     from pddkit.backends.cached_forward import cache_arguments, returned_cache
+    from pddkit.backends.sampling import _last_logits_only
 
     ids = letter_ids(tokenizer)
     ends = set(end_ids or ())
@@ -99,6 +100,7 @@ def hf_choices(model, tokenizer, prompts: Sequence[Sequence[int]], *, batch_size
             spelled[token] = spells_letter(tokenizer.decode([token])) or ""
         return spelled[token] or None
 
+    keep = _last_logits_only(model)  # the prompt's last position only: no [B, T, V] logits
     with torch.inference_mode():
         for b in range(0, len(order), batch_size):
             rows = order[b:b + batch_size]
@@ -113,7 +115,7 @@ def hf_choices(model, tokenizer, prompts: Sequence[Sequence[int]], *, batch_size
             attn = torch.tensor(mask, device=device)
             pos = (attn.cumsum(-1) - 1).clamp(min=0)
             out_ = model(input_ids=input_ids, attention_mask=attn, position_ids=pos,
-                         use_cache=True, **cache_arguments(model, None))
+                         use_cache=True, **keep, **cache_arguments(model, None))
             logits = out_.logits[:, -1, :].float()
             cache = returned_cache(out_)
             first = logits[:, ids].double().cpu().numpy()
