@@ -233,7 +233,7 @@ def test_an_unknown_method_names_the_nearest_and_all(tmp_path, capsys, given, hi
                            "--methods", f"loss,{given}", "--output", tmp_path / "o")
     line = _one_error_line(code, err)
     assert line == (f"pddkit: error: unknown method '{given}'{hint} (the methods: acmia, "
-                    "conrecall, dcpdd, gapk, infill, loss, lowercase, maxk, mink, minkpp, "
+                    "conrecall, dcpdd, decop, gapk, infill, loss, lowercase, maxk, mink, minkpp, "
                     "neighbor, pac, probe, recall, ref, samia, surp, zlib)"), line
 
 
