@@ -261,3 +261,17 @@ def test_the_python_api_takes_title_and_author_from_the_paraphrases_file(lm, tin
                           ids=[f"t{i}" for i in range(4)], device="cpu", dtype="float32",
                           paraphrases=str(para), n_bootstrap=10, blind=False)
     assert list(res.scores()["decop"]) == [w[0] for w in expected(lm, n=4)]
+
+
+def test_a_served_paraphraser_is_asked_for_3_seeded_samples_per_text(tiny, served, tmp_path):
+    served.reset("ok")
+    res = run(tiny, tmp_path, paraphrases=None, paraphraser="tiny", paraphraser_backend="openai",
+              paraphraser_api_base=served.api_base, paraphraser_tokenizer=str(tiny), api_key_env=None)
+    # the capability probe's own requests (openai_probe.py) ask n=2 and no top_p
+    sent = [r["body"] for r in served.behaviour.requests if "top_p" in r["body"]]
+    assert len(sent) == 4 and all(b["n"] == 3 and b["temperature"] == 1 and b["top_p"] == 0.95
+                                  for b in sent)
+    assert len({b["seed"] for b in sent}) == 4  # seeded per text
+    assert all(b["prompt"][-1] != 0 for b in sent)  # the prompt, not an empty one
+    assert [len(r["paraphrases"]) for r in res.trail["paraphrases.jsonl"]] == [3, 3, 3, 3]
+    assert res.models["paraphraser"]["backend"] == "openai"

@@ -131,6 +131,7 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           calibration: str | None = None,
           paraphrases: str | None = None, paraphraser: str | None = None,
           paraphraser_backend: str = "hf", paraphraser_api_base: str | None = None,
+          paraphraser_tokenizer: str | None = None,
           probe_data: str | None = None, probe_load: str | None = None,
           probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
           probe_standardize: str = "per_set", batch_size: int | str = 8,
@@ -188,6 +189,8 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
             folder or hub id; a served model's name with `paraphraser_backend="openai"`).
         paraphraser_backend: "hf" or "openai", how `paraphraser` runs.
         paraphraser_api_base: The served `paraphraser`'s URL (default: `api_base`).
+        paraphraser_tokenizer: The served `paraphraser`'s tokenizer, a folder or hub id
+            (default: its name).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows
@@ -238,6 +241,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
           calibration: str | None = None,
           paraphrases: str | None = None, paraphraser: str | None = None,
           paraphraser_backend: str = "hf", paraphraser_api_base: str | None = None,
+          paraphraser_tokenizer: str | None = None,
              probe_data: str | None = None, probe_load: str | None = None,
              probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
              probe_standardize: str = "per_set",
@@ -305,6 +309,8 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
             folder or hub id; a served model's name with `paraphraser_backend="openai"`).
         paraphraser_backend: "hf" or "openai", how `paraphraser` runs.
         paraphraser_api_base: The served `paraphraser`'s URL (default: `api_base`).
+        paraphraser_tokenizer: The served `paraphraser`'s tokenizer, a folder or hub id
+            (default: its name).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows

@@ -165,6 +165,8 @@ RUN_OPTIONS = [
         type=click.Choice(["hf", "openai"]), help="How --paraphraser is run."),
     click.option("--paraphraser-api-base", default=None,
         help="The served --paraphraser's URL (default: --api-base)."),
+    click.option("--paraphraser-tokenizer", default=None,
+        help="The served --paraphraser's tokenizer, a folder or hub id (default: its name)."),
     click.option("--documents", default=None,
         help="Document-level scores and metrics over each text's --group-field: mean (of "
         "its texts' scores), share (of its texts above a threshold fitted on a seeded half "
@@ -214,6 +216,7 @@ RUN_SECTIONS = (
     ("Methods", ("--methods", "--ref-model", "--ref-adapter", "--freq", "--mask-model",
                  "--neighbors", "--prefix-data", "--calibration", "--paraphrases",
                  "--paraphraser", "--paraphraser-backend", "--paraphraser-api-base",
+                 "--paraphraser-tokenizer",
                  "--probe-data", "--probe-load",
                  "--probe-lrs", "--probe-lora", "--probe-standardize")),
     ("Evaluation", ("--val-fraction", "--val-data", "--bootstrap", "--seed", "--documents",

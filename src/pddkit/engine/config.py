@@ -67,6 +67,7 @@ class RunConfig:
     paraphraser: str | None = None  # ... or the model that writes them (local dir, hub id, served name)
     paraphraser_backend: str = "hf"  # "hf" (loaded here) or "openai" (served)
     paraphraser_api_base: str | None = None  # the served paraphraser's URL (default: `api_base`)
+    paraphraser_tokenizer: str | None = None  # the served paraphraser's tokenizer (default: its name)
 
     @property
     def fixed_batch_size(self) -> int:

@@ -223,7 +223,7 @@ def _generated(ctx: PassContext) -> list[tuple[str, str, str]]:
         options["max_length"] = None
         if cfg.paraphraser_backend == "openai":
             options["api_base"] = cfg.paraphraser_api_base or cfg.api_base
-            options["tokenizer"] = None
+            options["tokenizer"] = cfg.paraphraser_tokenizer
         para = cls.load(cfg.paraphraser, role="paraphraser", **options)
         if cfg.cache:
             from pddkit.cache import CachingBackend, StatsStore
