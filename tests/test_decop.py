@@ -124,6 +124,7 @@ class Scripted:
     __call__ = forward
 
 
+@pytest.mark.slow
 def test_the_letters_are_read_at_the_first_greedy_step_that_spells_one_else_step_1():
     from tiny_models import small_tokenizer
 
@@ -157,6 +158,7 @@ def test_the_letters_are_read_at_the_first_greedy_step_that_spells_one_else_step
             np.testing.assert_allclose(g.probs, softmax(want), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_top_log_probabilities_are_read_by_exact_token_then_by_stripped_text():
     from tiny_models import small_tokenizer
 
@@ -205,11 +207,10 @@ def test_a_paraphrases_file_jsonl_or_csv_is_read_with_its_title_and_author(tmp_p
     assert (docs[0].title, docs[0].author) == ("A paper", None)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from tiny_models import save_tiny_gpt2
-
-    return save_tiny_gpt2(tmp_path_factory.mktemp("decop") / "tiny")
+@pytest.fixture
+def tiny(tmp_path):
+    """A model folder that does not exist: every error below comes before any model loads."""
+    return tmp_path / "no-model"
 
 
 def data_file(tmp_path, title=True, author=True):
@@ -275,6 +276,7 @@ def test_decop_is_named_only_and_reads_no_target_statistics():
     assert spec.defaults == {"permutations": 24, "score": "share", "chat": "auto"}
 
 
+@pytest.mark.slow
 def test_chat_models_get_the_prompt_in_their_template_with_the_authors_system_text():
     from tiny_models import small_tokenizer
 
