@@ -171,7 +171,7 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
                 raise row
             samples.append(parse_row(row, number, source, fields))
             kept = {k: str(row[k]) for k in DOCUMENT_COLUMNS if _present(row.get(k)) and str(row[k])}
-            if kept:
+            if "title" in kept or "author" in kept:  # a `source` column alone says nothing
                 documents[samples[-1].id] = kept
         except BadRow as bad:
             if on_invalid == "error":
