@@ -275,3 +275,24 @@ def test_a_served_paraphraser_is_asked_for_3_seeded_samples_per_text(tiny, serve
     assert all(b["prompt"][-1] != 0 for b in sent)  # the prompt, not an empty one
     assert [len(r["paraphrases"]) for r in res.trail["paraphrases.jsonl"]] == [3, 3, 3, 3]
     assert res.models["paraphraser"]["backend"] == "openai"
+
+
+def test_a_text_too_long_for_its_paraphrase_or_its_quiz_to_fit_is_said(tiny, tmp_path, caplog):
+    from pddkit.data import load_table
+    from pddkit.engine.config import RunConfig
+    from pddkit.engine.run import run_dataset
+    from pddkit.errors import PddkitError
+
+    # ~250 tokens: the paraphrasing prompt (~280) leaves 512 - 281 = 231 tokens of the
+    # tiny model's context, fewer than the text's own
+    long = " ".join(["the quick brown fox jumps over the lazy dog"] * 28)
+    rows = [{"id": "long", "text": long, "label": 1, "title": "B", "author": "A"},
+            {"id": "short", "text": TEXTS[0], "label": 0, "title": "B", "author": "A"}]
+    data = write_jsonl(tmp_path / "d.jsonl", rows)
+    config = RunConfig(model=str(tiny), methods="decop:permutations=4", device="cpu",
+                       dtype="float32", paraphraser=str(tiny), n_bootstrap=10, blind=False)
+    # its quiz items (the text and 3 paraphrases, ~960 tokens) do not fit either: one sentence
+    with pytest.raises(PddkitError, match=r"d.jsonl line 1 holds \d+ tokens, and .* reads at "
+                                          r"most 512 \(the text and its 3 paraphrases"):
+        run_dataset(load_table(str(data)), config)
+    assert "room for fewer tokens than the text itself for 1 of 2 texts (ids 'long'" in caplog.text

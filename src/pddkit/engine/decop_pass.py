@@ -234,6 +234,7 @@ def _generated(ctx: PassContext) -> list[tuple[str, str, str]]:
     lengths = [len(x) for x in para.encode(ctx.texts, ctx.names, what="paraphrased texts").ids]
     cap = 2 * max(lengths) + 16  # room for a paraphrase somewhat longer than its text
     prompts = [PARAPHRASE_PROMPT.format(text=t) for t in ctx.texts]
+    _say_short_room(ctx, para, prompts, lengths, cap)
     seeds = [text_seed(cfg.seed, t, ("decop-paraphrase", PARAPHRASE_PROMPT)) for t in ctx.texts]
     s = PARAPHRASE_SAMPLING
     got = para.sample(prompts, COUNT, s["top_k"], s["top_p"], s["temperature"], cap, seeds,
@@ -257,6 +258,24 @@ def _generated(ctx: PassContext) -> list[tuple[str, str, str]]:
                           f"{_first(bad)}): give a `paraphrases` file, or another `paraphraser`")
     ctx.counts["paraphrased_texts"] = len(out)
     return out
+
+
+def _say_short_room(ctx: PassContext, para, prompts: list[str], lengths: list[int], cap: int) -> None:
+    """One notice when the sampler's length rule (backends/sampling.py: prompt and
+    continuation at most 1024 tokens and the context) leaves some texts less room than their
+    own length: their paraphrases may be cut short."""
+    from pddkit.backends.sampling import continuation_budget
+
+    limit = getattr(para, "context_limit", lambda: None)()
+    used = [len(x) + 1 for x in para.encode(prompts, ctx.names, what="paraphrasing prompts").ids]
+    short = [i for i, n, k in zip(ctx.ids, used, lengths)
+             if continuation_budget(n, limit, cap) < k]
+    if short:
+        line = (f"decop: the paraphraser has room for fewer tokens than the text itself for "
+                f"{len(short)} of {len(lengths)} texts (ids {_first(short)}; prompt and "
+                "paraphrase at most 1024 tokens): their paraphrases may be cut short")
+        logger.warning(line)
+        ctx.notices.append(line)
 
 
 def _clean(text: str) -> str:
