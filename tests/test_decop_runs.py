@@ -283,8 +283,8 @@ def test_a_text_too_long_for_its_paraphrase_or_its_quiz_to_fit_is_said(tiny, tmp
     from pddkit.engine.run import run_dataset
     from pddkit.errors import PddkitError
 
-    # ~250 tokens: the paraphrasing prompt (~280) leaves 512 - 281 = 231 tokens of the
-    # tiny model's context, fewer than the text's own
+    # 252 tokens; its paraphrasing prompt holds 391, which with the start token leaves
+    # 512 - 392 = 120 tokens of the tiny model's context, fewer than the text's own
     long = " ".join(["the quick brown fox jumps over the lazy dog"] * 28)
     rows = [{"id": "long", "text": long, "label": 1, "title": "B", "author": "A"},
             {"id": "short", "text": TEXTS[0], "label": 0, "title": "B", "author": "A"}]
