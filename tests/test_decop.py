@@ -300,3 +300,11 @@ def test_chat_models_get_the_prompt_in_their_template_with_the_authors_system_te
                          "{{ raise_exception('no system role') }}{% endif %}[{{ m['role'] }}]"
                          "{{ m['content'] }}{% endfor %}")
     assert _chat_prompt(tok, "Q?") == f"[user]{system}\n\nQ?"
+
+
+def test_decop_on_the_ray_engine_is_one_sentence(capsys, tiny, tmp_path):
+    para = write_jsonl(tmp_path / "p.jsonl", paraphrase_rows())
+    line = cli_error(capsys, tiny, tmp_path, "--data", data_file(tmp_path), "--paraphrases", para,
+                     "--engine", "ray")
+    assert line == ("pddkit: error: decop asks the target model its quiz in this process: run "
+                    "it with --engine local")
