@@ -27,6 +27,9 @@ report off for all (they cost the same in every variant):
   emmia     : --methods emmia             (every text given each of the N texts as its prefix:
               N^2 conditional passes, each prefix's KV cache once; init minkpp from the
               target pass; the EM loop on the CPU)
+  decop     : --methods decop --paraphrases FILE  (24 quiz items of the text and 3 stand-in
+              "paraphrases" of the same length, its words rotated, reversed and sorted: the
+              cost of the quiz, not of writing paraphrases; no target pass)
 
 Random weights are the worst case for `infill`: their argmax almost never equals the next
 token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
@@ -34,7 +37,7 @@ tokens). Shared cloud cores are noisy (+-15% between two runs of one command): l
 each variant alternate --repeats times; the median of the per-pair ratios is reported.
 
     python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
-        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia]
+        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop]
         [--samia-tokens 64]
 """
 
@@ -61,10 +64,16 @@ def setup(root: Path, n: int) -> tuple[Path, Path, Path, Path]:
     model_dir, rows, _ = model_and_texts(root, n + 14 + FSD_TEXTS)
     lines = rows.read_text().splitlines()
     data, prefix, cal = root / "texts.jsonl", root / "shots.jsonl", root / "fsd-calibration.jsonl"
-    data.write_text("".join(x + "\n" for x in lines[:n]))
     prefix.write_text("".join(x + "\n" for x in lines[n:n + 14]))
     cal.write_text("".join(json.dumps({"text": json.loads(x)["text"], "label": 0}) + "\n"
                            for x in lines[n + 14:n + 14 + FSD_TEXTS]))
+    rows = [{**json.loads(x), "id": f"p{i}", "title": "A Book", "author": "An Author"}
+            for i, x in enumerate(lines[:n])]  # decop's question names a title and an author
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    para = root / "paraphrases.jsonl"  # decop: stand-ins of the text's length (docstring)
+    para.write_text("".join(json.dumps({"id": r["id"], "paraphrases": [
+        " ".join(w[len(w) // 3:] + w[:len(w) // 3]), " ".join(w[::-1]), " ".join(sorted(w))]})
+        + "\n" for r in rows for w in [r["text"].split()]))
     return model_dir, data, prefix, cal
 
 
@@ -74,7 +83,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--methods",
-                    default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia")
+                    default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop")
     ap.add_argument("--samia-tokens", type=int, default=64)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
@@ -86,6 +95,8 @@ def main() -> None:
 
         def run(methods: str, out: str) -> list[str]:
             extra = ["--calibration", str(cal)] if methods.startswith("fsd") else []
+            if "decop" in methods:
+                extra += ["--paraphrases", str(root / "paraphrases.jsonl")]
             return [sys.executable, "-m", "pddkit", "run", "--model", str(model_dir),
                     "--data", str(data), "--prefix-data", str(prefix), "--methods", methods,
                     "--device", "cpu", "--no-blind", "--no-report", "--output", str(root / out),

@@ -18,7 +18,11 @@ llama-cpp-python does for a prompt not starting with BOS (its generated token le
 A request without `echo` is a sampling request (samia): `n` continuations drawn with the
 request's `seed`, `temperature`, `top_k` and `max_tokens`, ending at the end token. The
 modes "ignore_n" (one choice whatever `n`) and "reject_top_k" (HTTP 400 naming top_k, as
-OpenAI's API answers an unknown argument) give, like "no_logprobs", no log-probabilities."""
+OpenAI's API answers an unknown argument) give, like "no_logprobs", no log-probabilities.
+
+A request with `logit_bias` (decop) gets one greedy token of the biased logits and its top
+`logprobs` entries keyed by decoded text; "no_logprobs" gives the token's text alone, and
+"reject_logit_bias" refuses the argument with HTTP 400."""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODES = ("ok", "vllm", "no_generated", "fail503", "hang", "no_logprobs", "401", "404",
          "misecho", "shifted", "vllm_shifted", "ignore_n", "reject_top_k", "text_only",
-         "hidden_start", "misaligned", "validation500", "text_adds_start")
+         "hidden_start", "misaligned", "validation500", "text_adds_start", "reject_logit_bias")
 VALIDATION_500 = ("82 validation errors for CreateCompletionRequest\nprompt.str\n  Input should be "
                   "a valid string [type=string_type, input_value=[50256, 464], input_type=list]\n"
                   "prompt.list[str].0\n  Input should be a valid string [type=string_type]")
@@ -142,6 +146,10 @@ class FakeOpenAIServer:
             return 400, {"error": {"message": f"This model's maximum context length is {limit} "
                                               f"tokens. However, you requested "
                                               f"{len(prompt) + body.get('max_tokens', 16)} tokens"}}
+        if not body.get("echo") and "logit_bias" in body:  # decop's one-token answer
+            if b.mode == "reject_logit_bias":
+                return 400, {"error": {"message": "Unrecognized request argument supplied: logit_bias"}}
+            return 200, self.biased(prompt, body, count)
         if not body.get("echo"):
             if b.mode == "reject_top_k" and "top_k" in body:
                 return 400, {"error": {"message": "Unrecognized request argument supplied: top_k"}}
@@ -188,6 +196,30 @@ class FakeOpenAIServer:
                                            "top_logprobs": [], "text_offset": []}}
         return 200, {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
                      "choices": [choice]}
+
+    def biased(self, prompt: list[int], body: dict, count: int) -> dict:
+        """One greedy token after `logit_bias` is added to the logits (decop), with the top
+        `logprobs` log-probabilities of the biased distribution keyed by their decoded text
+        (as OpenAI's API); a mode without log-probabilities gives the token's text only."""
+        import torch
+
+        with self._lock, torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([prompt])).logits[0, -1].float()
+            for token, bias in body["logit_bias"].items():
+                logits[int(token)] += float(bias)
+            logp = torch.log_softmax(logits, dim=-1)
+        gen = int(logp.argmax())
+        k = int(body.get("logprobs") or 0)
+        lp = None
+        if k and self.behaviour.mode not in NO_LOGPROBS:
+            top = torch.topk(logp, k)
+            lp = {"tokens": [self.tokenizer.decode([gen])], "token_logprobs": [float(logp[gen])],
+                  "top_logprobs": [{self.tokenizer.decode([int(i)]): float(v)
+                                    for v, i in zip(top.values, top.indices)}],
+                  "text_offset": [0]}
+        return {"id": f"cmpl-{count}", "object": "text_completion", "model": self.name,
+                "choices": [{"index": 0, "text": self.tokenizer.decode([gen]), "logprobs": lp,
+                             "finish_reason": "length"}]}
 
     def score(self, prompt: list[int], shift: int = 0):
         """log P(prompt[t] | prompt[:t]) for t >= 1 (shift=1: read off the distribution at

@@ -233,8 +233,8 @@ def test_an_unknown_method_names_the_nearest_and_all(tmp_path, capsys, given, hi
                            "--methods", f"loss,{given}", "--output", tmp_path / "o")
     line = _one_error_line(code, err)
     assert line == (f"pddkit: error: unknown method '{given}'{hint} (the methods: acmia, "
-                    "conrecall, dcpdd, fsd, gapk, infill, loss, lowercase, maxk, mink, minkpp, "
-                    "neighbor, pac, probe, recall, ref, samia, surp, zlib)"), line
+                    "camia, conrecall, dcpdd, decop, emmia, fsd, gapk, infill, loss, lowercase, "
+                    "maxk, mink, minkpp, neighbor, pac, probe, recall, ref, samia, surp, zlib)"), line
 
 
 def test_a_run_file_naming_method_points_at_methods(tmp_path, capsys):

@@ -1,6 +1,8 @@
 """One contract over every registered method: a finite float, deterministic, pure, and
 higher for member-like statistics than for non-member-like ones."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -64,9 +66,14 @@ def make_obs(rng, member: bool, n: int) -> Observation:
     # emmia: its score is computed for all texts at once (engine/emmia_pass.py; its loop is
     # tested in test_emmia.py); the text reads its own entry, minus a prefix AUC
     em = {("minkpp", 10, "auc"): -0.25 if member else -0.75}
+    # decop: a member is answered with the verbatim letter on all 24 orders, a non-member
+    # with A whatever the order (6 of 24 right)
+    quiz = {("auto", o): ("ABCD"[o.index(0)] if member else "A", (0.25,) * 4)
+            for o in itertools.permutations(range(4))}
     return Observation(TEXT, tgt, lower=lower, reference=ref, log_freq=LOG_FREQ, neighbors=nbs,
                        probe=log_odds, augmented=aug, samples=samples, infill=infill,
-                       conditioned=given, finetuned=tuned, repeated=repeated, emmia=em)
+                       conditioned=given, finetuned=tuned, repeated=repeated, emmia=em,
+                       quiz=quiz)
 
 
 def _fitted_probe():
@@ -136,7 +143,8 @@ def test_edge_statistics_stay_finite(name):
                         probe=0.5, infill=tuple((i, one_point) for i in range(len(ids))),
                         conditioned={("member", 7): st, ("nonmember", 7): one_point},
                         finetuned=one_point, repeated=st,
-                        emmia={("minkpp", 10, "auc"): 0.0})
+                        emmia={("minkpp", 10, "auc"): 0.0},
+                        quiz={("auto", o): (None, None) for o in itertools.permutations(range(4))})
         assert np.isfinite(spec.fn(o, **fitted(spec, [o, o], [1, 0])))
 
 

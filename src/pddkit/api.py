@@ -129,6 +129,9 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
           mask_model: str | None = None,
           neighbors_file: str | None = None, prefix_data: str | None = None,
           calibration: str | None = None,
+          paraphrases: str | None = None, paraphraser: str | None = None,
+          paraphraser_backend: str = "hf", paraphraser_api_base: str | None = None,
+          paraphraser_tokenizer: str | None = None,
           probe_data: str | None = None, probe_load: str | None = None,
           probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
           probe_standardize: str = "per_set", batch_size: int | str = 8,
@@ -180,6 +183,14 @@ def score(texts: Sequence[str], model, methods: str = "all", *, tokenizer=None,
         calibration: Labelled table of texts that calibrated methods (`acmia` without
             `beta`) fit on, never evaluated; without it, a seeded stratified 30% of the
             labelled texts is held out (SPEC 3e).
+        paraphrases: `decop`: a JSONL or CSV file with each text's `id`, its `paraphrases`
+            (a list of 3 strings) and, for texts given here, its `title` and `author`.
+        paraphraser: `decop`: the model that writes 3 paraphrases per text instead (a
+            folder or hub id; a served model's name with `paraphraser_backend="openai"`).
+        paraphraser_backend: "hf" or "openai", how `paraphraser` runs.
+        paraphraser_api_base: The served `paraphraser`'s URL (default: `api_base`).
+        paraphraser_tokenizer: The served `paraphraser`'s tokenizer, a folder or hub id
+            (default: its name).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows
@@ -228,6 +239,9 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              mask_model: str | None = None,
              neighbors_file: str | None = None, prefix_data: str | None = None,
           calibration: str | None = None,
+          paraphrases: str | None = None, paraphraser: str | None = None,
+          paraphraser_backend: str = "hf", paraphraser_api_base: str | None = None,
+          paraphraser_tokenizer: str | None = None,
              probe_data: str | None = None, probe_load: str | None = None,
              probe_lrs: Sequence[float] = (1e-4, 1e-3), probe_lora: bool = False,
              probe_standardize: str = "per_set",
@@ -289,6 +303,14 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
         calibration: Labelled table of texts that calibrated methods (`acmia` without
             `beta`) fit on, never evaluated; without it, a seeded stratified 30% of the
             labelled texts is held out (SPEC 3e).
+        paraphrases: `decop`: a JSONL or CSV file with each text's `id`, its `paraphrases`
+            (a list of 3 strings) and, for texts given here, its `title` and `author`.
+        paraphraser: `decop`: the model that writes 3 paraphrases per text instead (a
+            folder or hub id; a served model's name with `paraphraser_backend="openai"`).
+        paraphraser_backend: "hf" or "openai", how `paraphraser` runs.
+        paraphraser_api_base: The served `paraphraser`'s URL (default: `api_base`).
+        paraphraser_tokenizer: The served `paraphraser`'s tokenizer, a folder or hub id
+            (default: its name).
         probe_data: JSONL of auxiliary texts absent from pre-training: trains `probe`.
         probe_load: A probe folder an earlier run saved.
         probe_lrs: The proxy model's fine-tuning learning rates; the best on held-out rows

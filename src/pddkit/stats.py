@@ -126,3 +126,6 @@ class Observation:
     # emmia: the text's EM-MIA score per (init, iters, prefix_score), computed from every
     # text's conditional scores given every other (engine/emmia_pass.py; methods/emmia.py)
     emmia: Mapping[tuple, float] | None = None
+    # decop: per (chat, order of the options), the letter answered (None: no letter) and the
+    # four letters' probabilities (None: a server giving the letter only) (engine/decop_pass.py)
+    quiz: Mapping[tuple, tuple] | None = None

@@ -26,8 +26,8 @@ def sample_key(fingerprint: str, prompt: str, n: int, top_k: int, top_p: float,
 class SampleStore:
     """key -> continuations, read once from `directory`/samples.jsonl and appended to."""
 
-    def __init__(self, directory: str | os.PathLike) -> None:
-        self.path = Path(directory) / FILE_NAME
+    def __init__(self, directory: str | os.PathLike, file_name: str = FILE_NAME) -> None:
+        self.path = Path(directory) / file_name
         self.skipped = 0  # unreadable lines
         self._known: dict[str, tuple[str, ...]] = {}
         if self.path.is_file():

@@ -154,6 +154,19 @@ RUN_OPTIONS = [
         help="Labelled texts (any table --data reads) that methods marked calibration "
         "(`acmia` without beta) fit on, never evaluated; without it, a seeded stratified 30% "
         "of --data is held out. Written to calibration.jsonl."),
+    click.option("--paraphrases", type=click.Path(), default=None,
+        help="`decop`: JSONL or CSV with each text's id and `paraphrases` (a list of 3 "
+        "strings), optionally title and author."),
+    click.option("--paraphraser", default=None,
+        help="`decop`: the model that writes 3 paraphrases per text instead (local directory, "
+        "hub id, or served name with --paraphraser-backend openai); cached with --cache, "
+        "written to paraphrases.jsonl."),
+    click.option("--paraphraser-backend", default="hf", show_default=True,
+        type=click.Choice(["hf", "openai"]), help="How --paraphraser is run."),
+    click.option("--paraphraser-api-base", default=None,
+        help="The served --paraphraser's URL (default: --api-base)."),
+    click.option("--paraphraser-tokenizer", default=None,
+        help="The served --paraphraser's tokenizer, a folder or hub id (default: its name)."),
     click.option("--documents", default=None,
         help="Document-level scores and metrics over each text's --group-field: mean (of "
         "its texts' scores), share (of its texts above a threshold fitted on a seeded half "
@@ -201,7 +214,10 @@ RUN_SECTIONS = (
               "--id-field", "--group-field", "--subset-field", "--data-split", "--language",
               "--on-invalid", "--limit", "--split-words", "--max-texts", "--max-length")),
     ("Methods", ("--methods", "--ref-model", "--ref-adapter", "--freq", "--mask-model",
-                 "--neighbors", "--prefix-data", "--calibration", "--probe-data", "--probe-load",
+                 "--neighbors", "--prefix-data", "--calibration", "--paraphrases",
+                 "--paraphraser", "--paraphraser-backend", "--paraphraser-api-base",
+                 "--paraphraser-tokenizer",
+                 "--probe-data", "--probe-load",
                  "--probe-lrs", "--probe-lora", "--probe-standardize")),
     ("Evaluation", ("--val-fraction", "--val-data", "--bootstrap", "--seed", "--documents",
                     "--doc-features", "--no-blind", "--blind-max-texts")),

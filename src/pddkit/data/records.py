@@ -24,6 +24,7 @@ from pddkit.errors import PddkitError
 logger = logging.getLogger(__name__)
 
 DEFAULT_LABEL = "label"
+DOCUMENT_COLUMNS = ("title", "author", "source")  # kept per id in meta (decop's question)
 TEXT_NAMES = ("text", "input")  # the text column when none is named: the first present
 LABEL_STRINGS = {"1": 1, "0": 0, "true": 1, "false": 0, "member": 1, "nonmember": 0,
                  "non-member": 0, "non_member": 0}
@@ -160,6 +161,7 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
     samples: list[Sample] = []
     skipped: list[Skipped] = []
     columns: dict[str, None] = {}  # every column any row has, in order of appearance
+    documents: dict[str, dict[str, str]] = {}  # id -> title, author, source (decop)
     for number, row in rows:
         source = f"{where} {unit} {number}"
         if isinstance(row, dict):
@@ -168,6 +170,9 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
             if isinstance(row, BadRow):  # a reader's verdict (bad UTF-8, bad JSON)
                 raise row
             samples.append(parse_row(row, number, source, fields))
+            kept = {k: str(row[k]) for k in DOCUMENT_COLUMNS if _present(row.get(k)) and str(row[k])}
+            if "title" in kept or "author" in kept:  # a `source` column alone says nothing
+                documents[samples[-1].id] = kept
         except BadRow as bad:
             if on_invalid == "error":
                 raise PddkitError(f"{source} {bad} (use `on_invalid='skip'` to leave such "
@@ -175,6 +180,8 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
             skipped.append(Skipped(source=source, reason=str(bad)))
     samples, contradicting = without_contradictions(samples, where, on_invalid)
     meta = dict(meta or {})
+    if documents:  # the document fields decop's question names (data/paraphrases.py)
+        meta["document_fields"] = documents
     if contradicting:
         skipped += contradicting
         meta["contradicting_labels_left_out"] = len(contradicting)

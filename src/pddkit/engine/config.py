@@ -63,6 +63,11 @@ class RunConfig:
     split_words: int | None = None  # each input row a document, cut into N-word texts
     max_texts: int | None = None  # ... at most this many (the first) per document
     doc_features: str = "histogram"  # the document classifier's features, or "aggregate"
+    paraphrases: str | None = None  # decop: a file of 3 paraphrases per text (id, paraphrases)
+    paraphraser: str | None = None  # ... or the model that writes them (local dir, hub id, served name)
+    paraphraser_backend: str = "hf"  # "hf" (loaded here) or "openai" (served)
+    paraphraser_api_base: str | None = None  # the served paraphraser's URL (default: `api_base`)
+    paraphraser_tokenizer: str | None = None  # the served paraphraser's tokenizer (default: its name)
 
     @property
     def fixed_batch_size(self) -> int:
@@ -128,6 +133,13 @@ class RunConfig:
                                                               (self.ref_backend or "hf") == "hf"),
              "`quantize` quantises the models loaded here (backend hf); a served model is "
              "quantised by its server"),
+            (not (self.paraphrases and self.paraphraser),
+             "give at most one of `paraphrases` (a file) and `paraphraser` (a model)"),
+            (self.paraphraser_backend in ("hf", "openai"),
+             f"`paraphraser_backend` must be hf or openai, not {self.paraphraser_backend!r}"),
+            (self.paraphraser_backend != "openai" or not self.paraphraser
+             or bool(self.paraphraser_api_base or self.api_base),
+             "a served `paraphraser` needs `paraphraser_api_base`, its server's URL"),
         ]
         for ok, message in rules:
             if not ok:

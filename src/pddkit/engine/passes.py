@@ -54,6 +54,8 @@ class PassContext:
     shots: object | None = None  # data.shots.ShotPool of recall / conrecall (SPEC 3b)
     language: str | None = None  # the data set's declared language ("zh": jieba words)
     calibration: object | None = None  # data.calibration.CalibrationSet (SPEC 3e)
+    # id -> the data's title, author and source columns (decop; data/paraphrases.py)
+    document_fields: dict | None = None
 
     def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str,
               fields: frozenset[str] = frozenset()) -> list[TokenStats]:
@@ -90,6 +92,7 @@ def run_passes(ctx: PassContext, needs: list[Need]) -> None:
     from pddkit.engine import (  # noqa: F401
         augment_pass,
         calibration_pass,
+        decop_pass,
         emmia_pass,
         fsd_pass,
         infill_pass,
@@ -109,7 +112,8 @@ _TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE
            Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
            Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
            Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd",
-           Need.REPEATED: "repeated_pass", Need.PAIRS: "emmia_pairs_pass"}
+           Need.REPEATED: "repeated_pass", Need.PAIRS: "emmia_pairs_pass",
+           Need.QUIZ: "decop_quiz"}
 
 
 @provider(None)

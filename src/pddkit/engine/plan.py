@@ -25,6 +25,7 @@ class Resources:
     probe: bool = False
     shots: bool = False  # labelled shots: `prefix_data`, or labelled data to draw them from
     calibration: bool = False  # `calibration`, or labelled data to hold 30% out of (SPEC 3e)
+    quiz: bool = False  # decop's paraphrases: `paraphrases` or `paraphraser`
 
     @classmethod
     def of(cls, config: RunConfig, ref_model_given: bool = False,
@@ -37,14 +38,16 @@ class Resources:
                                   or "neighbor" in config.methods),
                    probe=bool(config.probe_data or config.probe_load),
                    shots=bool(config.prefix_data) or (dataset is not None and dataset.labelled),
-                   calibration=bool(config.calibration) or (dataset is not None and dataset.labelled))
+                   calibration=bool(config.calibration) or (dataset is not None and dataset.labelled),
+                   quiz=bool(config.paraphrases or config.paraphraser))
 
     def available(self) -> set[Need]:
         out = {Need.LOWERCASE, Need.AUGMENTATIONS, Need.SAMPLES, Need.INFILL, Need.FINETUNED,
                Need.REPEATED, Need.PAIRS}
         for need, given in ((Need.REFERENCE, self.reference), (Need.FREQUENCY, self.frequency),
                             (Need.NEIGHBORS, self.neighbors), (Need.PROBE, self.probe),
-                            (Need.SHOTS, self.shots), (Need.CALIBRATION, self.calibration)):
+                            (Need.SHOTS, self.shots), (Need.CALIBRATION, self.calibration),
+                            (Need.QUIZ, self.quiz)):
             if given:
                 out.add(need)
         return out
@@ -78,14 +81,15 @@ def make_plan(methods: str, resources: Resources, capabilities: Capabilities | N
 def needs_of(methods: str) -> frozenset[Need]:
     """What `methods` would need were every resource given (a caller holding resources of
     its own, as the sandbox does, gives each only to the methods that use it)."""
-    return make_plan(methods, Resources(True, True, True, True, True, True)).needs
+    return make_plan(methods, Resources(True, True, True, True, True, True, True)).needs
 
 
 # the options that give a resource, and the need it meets
 _RESOURCE_OPTIONS = (("ref_model", Need.REFERENCE), ("freq", Need.FREQUENCY),
                      ("mask_model", Need.NEIGHBORS), ("neighbors_file", Need.NEIGHBORS),
                      ("probe_data", Need.PROBE), ("probe_load", Need.PROBE),
-                     ("prefix_data", Need.SHOTS), ("calibration", Need.CALIBRATION))
+                     ("prefix_data", Need.SHOTS), ("calibration", Need.CALIBRATION),
+                     ("paraphrases", Need.QUIZ), ("paraphraser", Need.QUIZ))
 
 
 def unused_resources(config: RunConfig, plan: Plan) -> list[str]:
@@ -116,7 +120,7 @@ def check_params(call: MethodCall) -> None:
                       reference=st, log_freq=np.full(16, -5.0), neighbors=(st, st, st), probe=0.0,
                       conditioned=_Every(st), augmented=(st, st, st), samples=("a made up", "text"),
                       infill=((1, st), (3, st)), finetuned=_Every(st), repeated=st,
-                      emmia=_Every(0.0))
+                      emmia=_Every(0.0), quiz=_Every(("A", (0.25, 0.25, 0.25, 0.25))))
     try:
         if Need.CALIBRATION in call.needs and call.spec.calibration is not None:  # SPEC 3e
             fit = call.spec.calibration.fit([obs, obs], np.array([1, 0]), **call.params)

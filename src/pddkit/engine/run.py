@@ -158,6 +158,10 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
         dataset, shots = shot_pool(dataset, config, plan.calls)
     # calibration texts (SPEC 3e) leave the evaluation before anything else sees it too
     dataset, calibration = calibration_set(dataset, config, plan)
+    if Need.QUIZ in plan.needs:  # decop's paraphrases file and titles: one sentence, no model
+        from pddkit.engine.decop_pass import check_inputs
+
+        check_inputs(dataset, config)
     aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
     if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
         from pddkit.data.overlap import without_overlap
@@ -294,7 +298,7 @@ def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, a
         ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
         notices=notices, models={"target": describe(target)}, timings={"load": load_time},
         given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots,
-        calibration=calibration)
+        calibration=calibration, document_fields=dataset.meta.get("document_fields"))
     ctx.counts.update(dataset.counts())
     if "split_words" in dataset.meta:
         ctx.counts["split_words"] = dataset.meta["split_words"]

@@ -48,7 +48,8 @@ def observations(ctx: PassContext) -> list[Observation]:
                         infill=f["infill"][i] if "infill" in f else None,
                         finetuned=f["finetuned"][i] if "finetuned" in f else None,
                         repeated=f["repeated"][i] if "repeated" in f else None,
-                        emmia=f["emmia"][i] if "emmia" in f else None)
+                        emmia=f["emmia"][i] if "emmia" in f else None,
+                        quiz=f["quiz"][i] if "quiz" in f else None)
             for i in range(len(ctx.texts))]
 
 

@@ -4,6 +4,7 @@ from pddkit.methods import (  # noqa: F401  (each module registers its method)
     acmia,
     camia,
     dcpdd,
+    decop,
     emmia,
     fsd,
     gapk,

@@ -49,12 +49,17 @@ class Need(str, Enum):
     # emmia: each text given every other text as its prefix, N x N conditional passes
     # (engine/emmia_pass.py); needs nothing given, but is capped by the method's max_texts
     PAIRS = "every text given every other"
+    # decop: each text's multiple-choice items (the text among 3 paraphrases) answered by the
+    # target (engine/decop_pass.py); paraphrases from `paraphrases` or a `paraphraser`
+    QUIZ = "multiple-choice quiz"
 
     @property
     def with_article(self) -> str:
         """"a reference model", "labelled shots" (plural needs take no article)."""
         plural = {"labelled shots", "augmented texts", "sampled continuations", "infilling passes",
                   "labelled calibration data", "every text given every other"}
+        if self.value == "multiple-choice quiz":
+            return "a multiple-choice quiz (3 paraphrases per text)"
         return self.value if self.value in plural else f"a {self.value}"
 
     @property
@@ -69,7 +74,9 @@ class Need(str, Enum):
                 "labelled calibration data": "`calibration` (a labelled table; or labelled "
                                              "data to hold 30% out of)",
                 "fine-tuned model": "", "repeated-text pass": "",
-                "every text given every other": ""}[self.value]
+                "every text given every other": "",
+                "multiple-choice quiz": "`paraphrases` (a file of 3 paraphrases per text) or "
+                                        "`paraphraser` (a model to write them)"}[self.value]
 
 
 # what a backend must give for a method that `requires` it: backends.base.Capabilities
