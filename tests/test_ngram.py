@@ -70,7 +70,8 @@ def test_prompt_and_reference_drop_sentence_0_and_keep_lines():
     assert prompt_and_reference("Alpha is here. Beta is here. Gamma is here.") == (
         "Beta is here.", "Gamma is here.")
     assert prompt_and_reference("Alpha is here. Beta is here.") is None  # nothing after the prompt
-    assert prompt_and_reference("Alpha is here. Beta is here.", start=0) == ("Alpha is here.", "Beta is here.")
+    assert prompt_and_reference("Alpha is here. Beta is here.", start=0) == (
+        "Alpha is here.", "Beta is here.")
     assert prompt_and_reference("One sentence only.", start=0) is None
     # the reference keeps its own lines, and starts mid-line when the prompt ends mid-line
     assert prompt_and_reference("A x is. B y is. C z is. D w is. E v is.\n\n\nF u is.") == (
@@ -109,14 +110,17 @@ def test_bad_hyperparameters_are_one_sentence_before_any_model_loads(spec, says)
 # --- on a tiny model --------------------------------------------------------------------
 
 TEXTS = [
-    "The fox ran off. The quick fox jumps. The lazy dog sat. The brown dog runs. The quick brown fox jumps over the lazy dog.",
+    "The fox ran off. The quick fox jumps. The lazy dog sat. The brown dog runs. "
+    "The quick brown fox jumps over the lazy dog.",
     "A dog sat. The dog was lazy. The fox was quick. The fox jumps over. The dog sleeps.",
     "Over the dog. The quick brown fox. Jumps over the lazy dog. The fox is quick. The dog is brown.",
-    "One two three. The fox went home.\nThe dog went home. The fox jumps over the lazy dog. The quick brown fox.",
+    "One two three. The fox went home.\nThe dog went home. The fox jumps over the lazy dog. "
+    "The quick brown fox.",
 ]
 # sentences 1-3 and the rest, read by hand
 SPLITS = [
-    ("The quick fox jumps. The lazy dog sat. The brown dog runs.", "The quick brown fox jumps over the lazy dog."),
+    ("The quick fox jumps. The lazy dog sat. The brown dog runs.",
+     "The quick brown fox jumps over the lazy dog."),
     ("The dog was lazy. The fox was quick. The fox jumps over.", "The dog sleeps."),
     ("The quick brown fox. Jumps over the lazy dog. The fox is quick.", "The dog is brown."),
     ("The fox went home.\nThe dog went home. The fox jumps over the lazy dog.", "The quick brown fox."),

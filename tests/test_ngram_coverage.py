@@ -37,7 +37,7 @@ def authors_spans(generation: str, snippet_no_prompt: str, min_ngram: int = 3):
         text = MD.detokenize(tokens[first:second])
         if text in source:  # source_data.filter(lambda x: span_text in x['text']) has a hit
             if spans and first <= spans[-1][0] and spans[-1][1] <= second:
-                spans = spans[:-1] + [(first, second)]  # replace_span
+                spans = [*spans[:-1], (first, second)]  # replace_span
             else:
                 spans.append((first, second))  # add_span
             second += 1
@@ -139,6 +139,7 @@ def _random_text(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(VOCAB) for _ in range(n))
 
 
+@pytest.mark.slow  # 400 pairs: about a second and a half
 def test_coverage_and_ci_equal_the_authors_loop_on_many_made_up_pairs():
     rng = random.Random(7)
     checked = nonzero = 0

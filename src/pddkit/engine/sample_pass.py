@@ -44,9 +44,8 @@ def _samia_prompts(ctx: PassContext, key) -> list[str]:
     if short:
         raise PddkitError(
             f"samia ({key.label()}) needs a prompt word and a reference word in every "
-            f"text; {', '.join(short[:NAMED])}{f' (and {len(short) - NAMED} more)' if len(short) > NAMED else ''} "
-            f"{'has' if len(short) == 1 else 'have'} too few words (at least "
-            f"{_least(key.prefix)} needed)")
+            f"text; {_named(short)} {'has' if len(short) == 1 else 'have'} too few words (at "
+            f"least {_least(key.prefix)} needed)")
     return [" ".join(p) for p, _ in split]
 
 
@@ -82,8 +81,7 @@ def _ngram_prompts(ctx: PassContext, key) -> list[str]:
     if short:
         raise PddkitError(
             f"ngram ({key.label()}) needs a prompt sentence after the first {key.start} and a "
-            f"reference sentence in every text; {', '.join(short[:NAMED])}"
-            f"{f' (and {len(short) - NAMED} more)' if len(short) > NAMED else ''} "
+            f"reference sentence in every text; {_named(short)} "
             f"{'has' if len(short) == 1 else 'have'} fewer than {least_sentences(key.start)} "
             "sentences (NLTK punkt, line by line): leave them out"
             + (", or pass start=0 to prompt from the first sentence" if key.start else ""))
@@ -163,6 +161,12 @@ def sample_provider(ctx: PassContext) -> None:
                   **recipe.trail(ctx, key, i)}
                  for i in range(len(ctx.texts))]
     ctx.extras.setdefault("trail", {})["samples.jsonl"] = rows
+
+
+def _named(names: list[str]) -> str:
+    """The first NAMED names, and how many more."""
+    more = f" (and {len(names) - NAMED} more)" if len(names) > NAMED else ""
+    return ", ".join(names[:NAMED]) + more
 
 
 def _least(prefix: float) -> int:
