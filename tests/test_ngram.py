@@ -334,3 +334,31 @@ def test_ngram_on_a_server_without_log_probabilities(tiny, served):
         want = max(authors_coverage(c, SPLITS[i][1]) for c in r["continuations"])
         assert res.scores()["ngram"][i] == pytest.approx(want, abs=1e-12)
     assert not res.notices
+
+
+@pytest.mark.slow
+def test_chat_prompts_on_a_server_are_rendered_with_the_local_tokenizer(tiny, served, tmp_path):
+    import shutil
+
+    import pddkit
+    from transformers import AutoTokenizer
+
+    from pddkit.methods.ngram import INSTRUCTION
+
+    chat = tmp_path / "chat"
+    shutil.copytree(tiny, chat)
+    tok = AutoTokenizer.from_pretrained(str(chat))
+    tok.chat_template = "{% for m in messages %}[u]{{ m['content'] }}{% endfor %}[a]"
+    tok.save_pretrained(str(chat))
+    served.reset("no_logprobs")
+    res = pddkit.evaluate(TEXTS[:2], [1, 0], "tiny", methods="ngram:samples=2,max_new_tokens=4,chat=true",
+                          backend="openai", api_base=served.api_base, api_key_env=None,
+                          tokenizer=str(chat), n_bootstrap=10, blind=False, ids=["t0", "t1"])
+    assert [r["prompt"] for r in res.trail["samples.jsonl"]] == [
+        f"[u]{INSTRUCTION}{p}[a]" for p, _ in SPLITS[:2]]
+    sent = [r["body"] for r in served.behaviour.requests][3:]
+    want = [[0, *tok(f"[u]{INSTRUCTION}{p}[a]", add_special_tokens=False)["input_ids"]]
+            for p, _ in SPLITS[:2]]
+    # [start] + the rendered prompt's ids, cut to the tiny served context (64 tokens)
+    got = sorted(b["prompt"] for b in sent)
+    assert len(got) == 2 and all(g == w[:len(g)] and len(g) > 40 for g, w in zip(got, sorted(want)))

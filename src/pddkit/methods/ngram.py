@@ -98,21 +98,18 @@ def _continuations(obs: Observation, samples: int, params: NgramSampleParams) ->
 
 def generation_values(generations, reference: str, stat: str) -> list[float]:
     """coverage (or ci) of each generation against the reference text R."""
-    from pddkit.methods.ngram_coverage import reference_text, scan, words
+    from pddkit.methods.ngram_coverage import coverage_of
 
-    ref = reference_text(reference)
-    out = []
-    for g in generations:
-        cov = scan(words(g), ref)
-        out.append(cov.share() if stat == "coverage" else cov.index())
-    return out
+    covs = [coverage_of(g, reference) for g in generations]
+    return [c.share() if stat == "coverage" else c.index() for c in covs]
 
 
 @register_method("ngram", needs=(Need.SAMPLES,), requires=("sampling",), named_only=True,
                  reads_target=False, paper="Hallinan et al. 2025",
                  summary="n-gram coverage of the text's next sentences by sampled continuations "
                          "of its sentences 1-3 (no log-probabilities)",
-                 cost="+samples sampled continuations per text (<= max_new_tokens each)")
+                 cost="+samples sampled continuations per text (<= max_new_tokens each), "
+                      "and their n-gram scan (CPU)")
 def ngram(obs: Observation, *, samples: int = 20, agg: str = "max", stat: str = "coverage",
           start: int = 1, sentences: int = 3, max_new_tokens: int = 512,
           chat: bool = False) -> float:

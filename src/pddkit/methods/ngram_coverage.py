@@ -89,6 +89,8 @@ def scan(tokens: Sequence[str], reference: str, min_ngram: int = MIN_NGRAM) -> C
     return Coverage(len(tokens), tuple(records))
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def coverage_of(generation: str, reference: str, min_ngram: int = MIN_NGRAM) -> Coverage:
-    """The scan of one generation against the reference text R (both raw strings)."""
+    """The scan of one generation against the reference text R (both raw strings); kept for
+    the calls of one run that score the same continuations (`stat=ci`, another `agg`)."""
     return scan(words(generation), reference_text(reference), min_ngram)
