@@ -340,9 +340,9 @@ def test_ngram_on_a_server_without_log_probabilities(tiny, served):
 def test_chat_prompts_on_a_server_are_rendered_with_the_local_tokenizer(tiny, served, tmp_path):
     import shutil
 
-    import pddkit
     from transformers import AutoTokenizer
 
+    import pddkit
     from pddkit.methods.ngram import INSTRUCTION
 
     chat = tmp_path / "chat"
