@@ -37,6 +37,38 @@ def test_punkt_splits_as_nltk_documents_it():
     assert sentences("Give my best love to him. . . .") == ["Give my best love to him.", ".", ".", "."]
 
 
+@pytest.mark.slow  # a book's lines split twice: seconds
+def test_the_splits_are_nltk_sent_tokenize_reading_punkt_tab_files(tmp_path, monkeypatch):
+    """nltk.sent_tokenize itself, given NLTK's punkt_tab files for English written from the
+    parameters the package ships, splits every line of a real book as sentences() does
+    (the parameters are assembled in memory as NLTK's own loader does)."""
+    from pathlib import Path
+
+    import nltk
+    import punkt
+    from nltk.tabdata import TabEncoder
+
+    book = Path("/work/shared/corpora/gutenberg/Austen, Jane/Emma.txt")
+    if not book.is_file():
+        pytest.skip("shared/ corpora not here")
+    model, enc = punkt.load_model("english"), TabEncoder()
+    where = tmp_path / "tokenizers" / "punkt_tab" / "english"
+    where.mkdir(parents=True)
+    (where / "collocations.tab").write_text(enc.tups2tab(sorted(tuple(c) for c in model.collocations)))
+    (where / "sent_starters.txt").write_text(enc.set2txt(set(model.sent_starters)))
+    (where / "abbrev_types.txt").write_text(enc.set2txt(set(model.abbrev_types)))
+    (where / "ortho_context.tab").write_text(enc.ivdict2tab(dict(model.ortho_context)))
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path), *nltk.data.path])
+    lines = [x.strip() for x in book.read_text(encoding="utf-8", errors="replace").split("\n")
+             if x.strip()][:4000]
+    several = 0
+    for line in lines:
+        got = sentences(line)
+        assert got == nltk.sent_tokenize(line), line
+        several += len(got) > 1
+    assert several > 500  # lines with a sentence boundary inside were met
+
+
 def test_a_real_paragraph_splits_into_its_sentences():
     from pathlib import Path
 
