@@ -49,14 +49,45 @@ def sandbox(root: Path, seed: int, epochs: int, env: dict) -> Path:
     return out
 
 
+def subset(folder: Path, window: int, n: int, seed: int, tag: str) -> tuple[Path, Path]:
+    """(data, paraphrases) for the costly methods (emmia: N^2 passes; ngram; decop): the
+    windows whose text splits into a prompt and a reference for `ngram` (sentences 1-3 and
+    at least one more, data/sentences.py: a property of the text's form, cut alike from
+    member and non-member documents), then whole documents in seeded order until `n`
+    windows. Each window gets decop's `title` (its document's name) and `author`, and three
+    stand-in "paraphrases": its words rotated by a third, reversed and sorted (the same
+    length and words; not paraphrases: no model here can write one)."""
+    from pddkit.data.sentences import prompt_and_reference
+
+    rows = [json.loads(x) for x in (folder / "run" / f"window-{window}" / "windows.jsonl")
+            .read_text().splitlines()]
+    fit = [r for r in rows if prompt_and_reference(r["text"]) is not None]
+    docs = sorted({r["group"] for r in fit})
+    order = np.random.default_rng(seed).permutation(len(docs))
+    kept: list[dict] = []
+    for d in order:
+        if len(kept) >= n:
+            break
+        kept += [r for r in fit if r["group"] == docs[d]]
+    data, para = folder / f"subset-{window}{tag}.jsonl", folder / f"paraphrases-{window}{tag}.jsonl"
+    data.write_text("".join(json.dumps({**r, "title": r["group"].split(":")[-1].split("#")[0],
+                                        "author": "the Python documentation"}) + "\n"
+                            for r in kept))
+    para.write_text("".join(json.dumps({"id": r["id"], "paraphrases": [
+        " ".join(w[len(w) // 3:] + w[:len(w) // 3]), " ".join(w[::-1]), " ".join(sorted(w))]})
+        + "\n" for r in kept for w in [r["text"].split()]))
+    return data, para
+
+
 def detect(folder: Path, seed: int, window: int, methods: str, boot: int, env: dict,
-           extra: list[str], reuse: bool, tag: str = "") -> Path:
-    """One `pddkit run` of every method on the seed's W-word windows."""
+           extra: list[str], reuse: bool, tag: str = "", data: Path | None = None) -> Path:
+    """One `pddkit run` of every method on the seed's W-word windows (or `data`)."""
     out = folder / f"detect-{window}{tag}"
     if reuse and (out / "results.json").exists():
         return out
+    data = data or folder / "run" / f"window-{window}" / "windows.jsonl"
     cmd = [sys.executable, "-m", "pddkit", "run", "--model", str(folder / "run" / "target-model"),
-           "--data", str(folder / "run" / f"window-{window}" / "windows.jsonl"),
+           "--data", str(data),
            "--ref-model", str(folder / "reference-model"), "--freq", str(folder / "freq.npz"),
            "--methods", methods, "--seed", str(seed), "--bootstrap", str(boot), "--device",
            "cpu", "--no-blind", "--no-report", "--overwrite", "--output", str(out), *extra]
@@ -118,6 +149,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reuse-runs", action="store_true")
     ap.add_argument("--tag", default="", help="suffix of the run folders (detect-W-TAG)")
+    ap.add_argument("--subset", type=int, default=0,
+                    help="score only this many windows (whole documents, seeded; see subset())")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--run-args", default="", help="more `pddkit run` flags, one string")
     args = ap.parse_args()
@@ -127,9 +160,13 @@ def main() -> None:
     runs = {}
     for seed in seeds:
         folder = sandbox(args.root, seed, args.epochs, env)
-        out = detect(folder, seed, args.window, args.methods, args.boot, env,
-                     args.run_args.split(), args.reuse_runs,
-                     f"-{args.tag}" if args.tag else "")
+        tag = f"-{args.tag}" if args.tag else ""
+        extra, data = args.run_args.split(), None
+        if args.subset:
+            data, para = subset(folder, args.window, args.subset, seed, tag)
+            extra += ["--paraphrases", str(para)] if "decop" in args.methods else []
+        out = detect(folder, seed, args.window, args.methods, args.boot, env, extra,
+                     args.reuse_runs, tag, data)
         res = json.loads((out / "results.json").read_text())
         rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
         windows = folder / "run" / f"window-{args.window}" / "windows.jsonl"

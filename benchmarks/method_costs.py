@@ -30,6 +30,9 @@ report off for all (they cost the same in every variant):
   decop     : --methods decop --paraphrases FILE  (24 quiz items of the text and 3 stand-in
               "paraphrases" of the same length, its words rotated, reversed and sorted: the
               cost of the quiz, not of writing paraphrases; no target pass)
+  ngram     : --methods ngram:start=0,max_new_tokens=M  (20 samples per text at top-p 0.95;
+              start=0 because 5 of the first 32 paragraphs hold two sentences only; the
+              coverage scan of every continuation against the text's next sentences is CPU)
 
 Random weights are the worst case for `infill`: their argmax almost never equals the next
 token, so nearly every position costs a pass (a trained model's argmax is right on 30-60% of
@@ -37,7 +40,7 @@ tokens). Shared cloud cores are noisy (+-15% between two runs of one command): l
 each variant alternate --repeats times; the median of the per-pair ratios is reported.
 
     python benchmarks/method_costs.py [--texts 64] [--threads 2] [--repeats 2]
-        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop]
+        [--methods recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop,ngram]
         [--samia-tokens 64]
 """
 
@@ -83,11 +86,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--methods",
-                    default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop")
+                    default="recall,conrecall,pac,samia,infill,gapk,acmia,fsd,camia,emmia,decop,"
+                            "ngram")
     ap.add_argument("--samia-tokens", type=int, default=64)
     args = ap.parse_args()
     env = {**os.environ, "PDDKIT_PROGRESS": "0", "OMP_NUM_THREADS": str(args.threads)}
-    spell = {"samia": f"samia:max_new_tokens={args.samia_tokens}"}
+    spell = {"samia": f"samia:max_new_tokens={args.samia_tokens}",
+             "ngram": f"ngram:start=0,max_new_tokens={args.samia_tokens}"}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

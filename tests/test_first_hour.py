@@ -234,7 +234,8 @@ def test_an_unknown_method_names_the_nearest_and_all(tmp_path, capsys, given, hi
     line = _one_error_line(code, err)
     assert line == (f"pddkit: error: unknown method '{given}'{hint} (the methods: acmia, "
                     "camia, conrecall, dcpdd, decop, emmia, fsd, gapk, infill, loss, lowercase, "
-                    "maxk, mink, minkpp, neighbor, pac, probe, recall, ref, samia, surp, zlib)"), line
+                    "maxk, mink, minkpp, neighbor, ngram, pac, probe, recall, ref, samia, surp, "
+                    "zlib)"), line
 
 
 def test_a_run_file_naming_method_points_at_methods(tmp_path, capsys):

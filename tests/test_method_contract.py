@@ -91,7 +91,10 @@ PROBE = _fitted_probe()
 
 
 ALL = METHODS.names()
-TEXT = "The same text for every observation, so only the model statistics differ."
+# five sentences, so that ngram has a prompt (sentences 1-3) and a reference (the last), which
+# a member's continuations (samia's second half) cover and a non-member's do not
+TEXT = ("The same text for every observation. Only the model statistics differ. A third "
+        "sentence follows here. A fourth one comes next. The last sentence ends the text.")
 
 
 def test_registry_holds_the_eight_spec_methods():

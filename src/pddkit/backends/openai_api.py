@@ -361,7 +361,7 @@ class OpenAIBackend:
                 payload = {"model": self.name, "prompt": prompt, "n": n - len(texts),
                            "temperature": temperature, "top_p": top_p, "max_tokens": budget,
                            "seed": (int(seeds[i]) + extra) % 2**31}
-                if state["top_k"]:
+                if state["top_k"] and top_k > 0:  # 0: no top-k (ngram), not sent
                     payload["top_k"] = top_k
                 try:
                     answer = self.client.post(payload, rng, stop)

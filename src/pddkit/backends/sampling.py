@@ -134,3 +134,23 @@ def end_token_ids(model, tokenizer) -> set[int]:
             if isinstance(v, int):
                 found.add(v)
     return found
+
+
+def chat_prompt(backend, content: str) -> str:
+    """`content` as the one user message of the model's chat template, with the template's
+    generation prompt (the assistant's turn opened), as text; a leading start token's text
+    is taken off, since the backend puts the start token before every prompt it samples."""
+    from pddkit.errors import PddkitError
+
+    inner = getattr(backend, "backend", backend)  # behind the statistics cache
+    tok = getattr(inner, "tokenizer", None)
+    if tok is None and hasattr(inner, "_tokenizer_view"):
+        tok = inner._tokenizer_view().tokenizer
+    if tok is None or not getattr(tok, "chat_template", None):
+        raise PddkitError(f"chat=true needs the model's chat template, and the tokenizer of "
+                          f"{backend.name} has none: pass chat=false (a base model is sent the "
+                          "prompt alone)")
+    text = tok.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                   add_generation_prompt=True)
+    start = getattr(tok, "bos_token", None)
+    return text[len(start):] if start and text.startswith(start) else text

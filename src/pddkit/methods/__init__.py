@@ -15,6 +15,7 @@ from pddkit.methods import (  # noqa: F401  (each module registers its method)
     mink,
     minkpp,
     neighbor,
+    ngram,
     pac,
     probe,
     recall,
