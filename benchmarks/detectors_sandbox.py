@@ -36,6 +36,8 @@ import numpy as np
 
 BASELINES = "loss,zlib,lowercase,mink,minkpp,maxk,surp,dcpdd,ref,recall,conrecall,pac"
 NEW = "gapk,acmia,camia,emmia,fsd,decop,ngram"
+CONTEXT = 512  # the sandbox models' context: a decop item (4 passages) must fit it
+QUIZ_WORDING = 80  # tokens of decop's question, title, author and option letters, at most
 
 
 def sandbox(root: Path, seed: int, epochs: int, env: dict) -> Path:
@@ -52,8 +54,9 @@ def sandbox(root: Path, seed: int, epochs: int, env: dict) -> Path:
 def subset(folder: Path, window: int, n: int, seed: int, tag: str) -> tuple[Path, Path]:
     """(data, paraphrases) for the costly methods (emmia: N^2 passes; ngram; decop): the
     windows whose text splits into a prompt and a reference for `ngram` (sentences 1-3 and
-    at least one more, data/sentences.py: a property of the text's form, cut alike from
-    member and non-member documents), then whole documents in seeded order until `n`
+    at least one more, data/sentences.py) and whose decop item (four passages of its length)
+    fits the context: properties of the text's form, cut alike from member and non-member
+    documents; then whole documents in seeded order until `n`
     windows. Each window gets decop's `title` (its document's name) and `author`, and three
     stand-in "paraphrases": its words rotated by a third, reversed and sorted (the same
     length and words; not paraphrases: no model here can write one)."""
@@ -61,7 +64,11 @@ def subset(folder: Path, window: int, n: int, seed: int, tag: str) -> tuple[Path
 
     rows = [json.loads(x) for x in (folder / "run" / f"window-{window}" / "windows.jsonl")
             .read_text().splitlines()]
-    fit = [r for r in rows if prompt_and_reference(r["text"]) is not None]
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder / "run" / "target-model"))
+    fit = [r for r in rows if prompt_and_reference(r["text"]) is not None
+           and 4 * len(tok(r["text"]).input_ids) + QUIZ_WORDING <= CONTEXT]
     docs = sorted({r["group"] for r in fit})
     order = np.random.default_rng(seed).permutation(len(docs))
     kept: list[dict] = []
