@@ -576,7 +576,7 @@ def test_a_server_without_prompt_logprobs_runs_only_samia(server, model, tok, te
     assert code == 1
     assert err.strip().splitlines()[-1] == (
         "pddkit: error: --methods 'loss,zlib' selects no method this server can run: it returns "
-        "no log-probabilities of the text's tokens, so only decop, samia can run on it"), err
+        "no log-probabilities of the text's tokens, so only decop, ngram, samia can run on it"), err
     assert len(b.requests) <= PROBE + 1  # the probe's, no text's
     code, _, err = run_cli(capsys, *common, "--methods", "samia:samples=2,max_new_tokens=4",
                            "--output", tmp_path / "b")

@@ -30,6 +30,7 @@ import numpy as np
 
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Calibrated, Calibration, register_method
+from pddkit.methods.ranking import auc
 from pddkit.stats import ACMIA_BETAS, Observation, TokenStats
 
 VARIANTS = ("ac", "derivac", "normac")
@@ -93,17 +94,6 @@ def as_beta(beta) -> float:
     if not np.isfinite(value) or value < 0:
         raise PddkitError(f"beta must be a finite number of at least 0, not {beta!r}")
     return value
-
-
-def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """The AUC of `scores` against labels (1 = member): the Mann-Whitney U statistic over
-    the member / non-member pairs, ties counted one half."""
-    from scipy.stats import rankdata
-
-    ranks = rankdata(scores)
-    pos = labels == 1
-    n1, n0 = int(pos.sum()), int((~pos).sum())
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def fit(observations: Sequence[Observation], labels: np.ndarray, *, variant: str = "ac",

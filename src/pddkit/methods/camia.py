@@ -35,6 +35,7 @@ import numpy as np
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Calibrated, Calibration, Need, register_method
 from pddkit.methods.camia_features import FEATURE_NAMES, USED, features, occurrences
+from pddkit.methods.ranking import auc
 from pddkit.stats import Observation
 
 COMBINES = ("mean", "pearson", "fisher", "mudholkar_george", "lr")
@@ -100,16 +101,6 @@ def features_of(obs: Observation) -> np.ndarray:
 def copies_found(obs: Observation) -> int:
     """How many occurrences of x_3..x_n the scored repeated text holds (camia reads three)."""
     return len(occurrences(obs.target.ids, obs.repeated.ids))
-
-
-def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Mann-Whitney AUC (ties one half) of scores against labels (1 = member)."""
-    from scipy.stats import rankdata
-
-    ranks = rankdata(scores)
-    pos = labels == 1
-    n1, n0 = int(pos.sum()), int((~pos).sum())
-    return float((ranks[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def fit(observations: Sequence[Observation], labels: np.ndarray, *, combine: str = "mean",

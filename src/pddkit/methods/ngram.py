@@ -29,11 +29,11 @@ share the continuations; the coverage scan is CPU work, about 2 |g| substring te
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
 from dataclasses import astuple, dataclass
 
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need, register_method
+from pddkit.methods.samia import continuations
 from pddkit.stats import Observation
 
 TOP_P = 0.95  # generate.py:381
@@ -87,15 +87,6 @@ def check(samples: int, agg: str, stat: str, start: int, sentences: int,
         raise PddkitError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
 
 
-def _continuations(obs: Observation, samples: int, params: NgramSampleParams) -> tuple[str, ...]:
-    got = obs.samples
-    if isinstance(got, Mapping):
-        got = got[params]
-    if not got:
-        raise PddkitError("no sampled continuation to score")
-    return tuple(got[:samples])
-
-
 def generation_values(generations, reference: str, stat: str) -> list[float]:
     """coverage (or ci) of each generation against the reference text R."""
     from pddkit.methods.ngram_coverage import coverage_of
@@ -119,6 +110,6 @@ def ngram(obs: Observation, *, samples: int = 20, agg: str = "max", stat: str = 
     split = prompt_and_reference(obs.text, start, sentences)
     if split is None:
         return 0.0  # nothing to cover; never in a run: the sampling pass refuses such texts
-    conts = _continuations(obs, samples, NgramSampleParams.of(
+    conts = continuations(obs, samples, NgramSampleParams.of(
         {"start": start, "sentences": sentences, "max_new_tokens": max_new_tokens, "chat": chat}))
     return float(AGGREGATES[agg](generation_values(conts, split[1], stat)))

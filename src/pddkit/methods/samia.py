@@ -99,7 +99,8 @@ def zlib_size(candidate: str) -> int:
     return len(_zlib.compress(" ".join(candidate.split()).encode("utf-8")))
 
 
-def _continuations(obs: Observation, samples: int, params: SampleParams) -> tuple[str, ...]:
+def continuations(obs: Observation, samples: int, params) -> tuple[str, ...]:
+    """The first `samples` continuations sampled with `params` (a sampling method's key)."""
     got = obs.samples
     if isinstance(got, Mapping):
         got = got[params]
@@ -119,7 +120,7 @@ def samia(obs: Observation, *, samples: int = 10, prefix: float = 0.5, top_k: in
     prompt, reference = split_words(obs.text, prefix)
     if not prompt or not reference:
         return 0.0  # nothing to recall; never in a run: the sampling pass refuses such texts
-    conts = _continuations(obs, samples, SampleParams.of(
+    conts = continuations(obs, samples, SampleParams.of(
         {"prefix": prefix, "top_k": top_k, "max_new_tokens": max_new_tokens}))
     values = [rouge1_recall(c, reference) * (zlib_size(c) if zlib else 1) for c in conts]
     return float(sum(values) / len(values))
