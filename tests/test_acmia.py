@@ -190,7 +190,8 @@ def test_bad_input_is_one_sentence():
     with pytest.raises(PddkitError) as e:  # unlabelled data, no calibration file
         make_plan("acmia", Resources())
     assert str(e.value) == ("method acmia needs labelled calibration data: pass `calibration` "
-                            "(a labelled table; or labelled data to hold 30% out of)")
+                            "(a labelled table; or labelled data to hold 30% out of), or give "
+                            "beta (acmia:beta=0.5)")
     no_field = TokenStats.from_lists([1, 2], [-1.0, -2.0])
     with pytest.raises(PddkitError, match="tempered log-probabilities"):
         METHODS.get("acmia").fn(Observation("x", no_field), beta=1.0)
@@ -343,7 +344,7 @@ def test_unlabelled_data_without_beta_is_one_sentence_and_with_beta_runs(toy_wor
                            "--methods", "acmia", "--output", tmp_path / "o")
     assert code == 1
     assert ("method acmia needs labelled calibration data: pass --calibration (a labelled "
-            "table; or labelled data to hold 30% out of)") in err
+            "table; or labelled data to hold 30% out of), or give beta (acmia:beta=0.5)") in err
     code, _, err = run_cli(capsys, "run", "--model", toy_world.target_dir, "--data", data,
                            "--methods", "acmia:beta=0.5", "--output", tmp_path / "o")
     assert code == 0, err

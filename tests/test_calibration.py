@@ -114,4 +114,5 @@ def test_the_need_is_per_call_and_acmia_is_named_only():
     with pytest.raises(PddkitError) as e:
         make_plan("acmia", Resources())
     assert str(e.value) == ("method acmia needs labelled calibration data: pass `calibration` "
-                            "(a labelled table; or labelled data to hold 30% out of)")
+                            "(a labelled table; or labelled data to hold 30% out of), or give "
+                            "beta (acmia:beta=0.5)")

@@ -113,7 +113,8 @@ def fit(observations: Sequence[Observation], labels: np.ndarray, *, variant: str
 
 
 @register_method("acmia", requires=("full_distribution",), reads=("tempered",), named_only=True,
-                 calibration=Calibration(fit, needed=lambda params: params["beta"] is None),
+                 calibration=Calibration(fit, needed=lambda params: params["beta"] is None,
+                                         instead="give beta (acmia:beta=0.5)"),
                  paper="Zade et al. 2025",
                  cost="no extra pass: 52 temperatures summed over the vocabulary per distinct "
                       "token, in the target pass",

@@ -142,6 +142,7 @@ class Calibration:
 
     fit: Callable[..., Calibrated]
     needed: Callable[[dict], bool] = lambda params: True
+    instead: str = ""  # what else meets the need, for the message refusing a run without it
 
 
 @dataclass(frozen=True)
@@ -339,7 +340,10 @@ def resolve_methods(text: str, available: set[Need], notices: list[str] | None =
         missing = MethodCall(spec, params).needs - available
         if missing:
             need = sorted(missing)[0]
-            raise PddkitError(f"method {name} needs {need.with_article}: pass {need.parameter}")
+            other = spec.calibration.instead if (need is Need.CALIBRATION
+                                                 and spec.calibration) else ""
+            raise PddkitError(f"method {name} needs {need.with_article}: pass {need.parameter}"
+                              + (f", or {other}" if other else ""))
         calls.append(MethodCall(spec, params))
     if not calls:
         if capabilities is not None and not getattr(capabilities, "prompt_logprobs", True):
