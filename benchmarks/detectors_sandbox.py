@@ -16,7 +16,13 @@ DOCUMENTS (the two windows of one document are not independent draws), resamplin
 and non-members separately. Across seeds: the mean and the range.
 
     python benchmarks/detectors_sandbox.py --root /tmp/ev [--seeds 0,1,2] [--epochs 2]
-        [--window 64] [--methods ...] [--boot 1000] [--json out.json]
+        [--window 64] [--methods ...] [--boot 1000] [--json out.json] [--markdown]
+    # the costly methods on a subset of the same seeds' windows (subset()):
+    python benchmarks/detectors_sandbox.py --root /tmp/ev --window 32 --tag costly --subset 80 \
+        --methods loss,minkpp,emmia,decop,decop:score=prob,ngram:samples=5,max_new_tokens=48
+
+The figures on docs/methods/index.md ("The detectors of 2025-26 on ground truth") come
+from these two commands with --window 32 (2026-11-26, 2 CPU cores).
 
 A seed's sandbox folder is reused when `ROOT/sS/summary.json` exists (the models are the
 expensive part); the detection run is redone unless `--reuse-runs`.
