@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from pddkit.data.ngrams import N, ngram_hashes
-from pddkit.data.overlap import normalise
+from pddkit.data.ngrams import N
+from pddkit.data.overlap import sharing_text
 from pddkit.data.samples import Dataset, Sample
 from pddkit.data.shots import first_overlap
 from pddkit.errors import PddkitError
@@ -93,15 +93,10 @@ def held_out(data: Dataset, seed: int) -> tuple[Dataset, CalibrationSet]:
                                          groups=[s.group for s in data.samples],
                                          what="holding out calibration data (30%)")
     cal = [data.samples[i] for i in cal_idx]
-    grams = set().union(*(ngram_hashes(s.text) for s in cal))
-    texts = {normalise(s.text) for s in cal}
-    kept, overlap = [], 0
-    for i in rest_idx:
-        s = data.samples[i]
-        if normalise(s.text) in texts or not ngram_hashes(s.text).isdisjoint(grams):
-            overlap += 1
-        else:
-            kept.append(s)
+    rest = [data.samples[i] for i in rest_idx]
+    touched = sharing_text(rest, [s.text for s in cal])
+    kept = [s for j, s in enumerate(rest) if j not in touched]
+    overlap = len(touched)
     if {s.label for s in kept} != {0, 1}:
         raise PddkitError(f"{data.name}: after holding out 30% as calibration data and leaving "
                           f"out the texts sharing a {N}-word run with it, one class has no "

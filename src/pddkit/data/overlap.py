@@ -16,6 +16,17 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
+def sharing_text(samples, held: list[str]) -> set[int]:
+    """Indices of `samples` equal to (up to spacing), or sharing a run of 13 lower-cased words
+    with, one of the `held` texts (drawn shots, held-out calibration texts)."""
+    from pddkit.data.ngrams import ngram_hashes
+
+    grams = set().union(*(ngram_hashes(t) for t in held))
+    texts = {normalise(t) for t in held}
+    return {i for i, s in enumerate(samples)
+            if normalise(s.text) in texts or not ngram_hashes(s.text).isdisjoint(grams)}
+
+
 def without_overlap(aux: Dataset, data: Dataset, what: str, on_invalid: str = "error",
                     data_name: str = "the texts under test") -> Dataset:
     """`aux` without the texts that also occur in `data` (after whitespace folding).

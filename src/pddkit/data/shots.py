@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field, replace
 
 from pddkit.data.ngrams import N, ngram_hashes
-from pddkit.data.overlap import normalise
+from pddkit.data.overlap import normalise, sharing_text
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 
@@ -111,10 +111,7 @@ def draw(data: Dataset, wanted: dict[str, int], seed: int) -> tuple[Dataset, Sho
         chosen[role] = order[:wanted.get(role, 0)]
         out.update(order[:per_class])  # the shots first, then others of the class
     shot_ids = [i for role in ROLES for i in chosen[role]]
-    shot_grams = set().union(*(ngram_hashes(data.samples[i].text) for i in shot_ids))
-    shot_texts = {normalise(data.samples[i].text) for i in shot_ids}
-    overlap = {i for i, s in enumerate(data.samples) if i not in out
-               and (normalise(s.text) in shot_texts or not ngram_hashes(s.text).isdisjoint(shot_grams))}
+    overlap = sharing_text(data.samples, [data.samples[i].text for i in shot_ids]) - out
     # texts of a shot's document (`group`) would be scored after a prefix holding their own
     # document: they leave too
     groups = {data.samples[i].group for i in shot_ids} - {None}
