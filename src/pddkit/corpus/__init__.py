@@ -1,0 +1,13 @@
+"""Training-corpus indexes: infini-gram suffix-array indexes of a model's training corpus,
+and per-text overlap with it (the share of a text's n-grams the corpus holds, its longest
+match, the count of the whole text).
+
+documents.py reads corpus files into documents; normalize.py is the one text normaliser
+applied identically when indexing and when checking; layout.py is the index folder's
+format (files, manifest, checks); build.py tokenizes and builds the suffix arrays;
+index.py opens an index; overlap.py measures texts against it.
+
+May import: pddkit.errors, pddkit.progress, pddkit.data, pddkit.cache.fingerprint and
+pddkit.backends.hf_loading (tokenizers). Imported by the engine, builders, studies and
+the CLI; never imports them.
+"""

@@ -1,0 +1,102 @@
+"""Open a corpus index (pddkit's or a public infini-gram v4 index) with the tokenizer it was
+built with, and ask it about token sequences."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pddkit.corpus.encode import vocab_size_of
+from pddkit.corpus.layout import IndexInfo, read_index
+from pddkit.errors import PddkitError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CorpusIndex:
+    """An open index: `info` (layout.IndexInfo), the tokenizer texts are encoded with and
+    the infini-gram engine."""
+
+    info: IndexInfo
+    tokenizer: Any
+    tokenizer_name: str
+    engine: Any
+
+    def count(self, ids: list[int]) -> int:
+        """Occurrences of the token sequence `ids` in the corpus (all shards)."""
+        return int(_ok(self.engine.count(input_ids=[int(i) for i in ids]), self.info)["count"])
+
+    def match_lengths(self, ids: list[int]) -> list[int]:
+        """For each position i, the length of the longest run ids[i:i+k] the corpus holds
+        (0 when not even ids[i] occurs): infini-gram's `creativity` query."""
+        if not ids:
+            return []
+        rs = _ok(self.engine.creativity(input_ids=[int(i) for i in ids]), self.info)["rs"]
+        return [int(r) - i for i, r in enumerate(rs)]  # rs[i]: the run's end (exclusive)
+
+    def longest_prefix(self, ids: list[int]) -> int:
+        """The largest k such that ids[:k] occurs (binary search: occurring is monotone)."""
+        lo, hi = 0, len(ids)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.count(ids[:mid]):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    @property
+    def normalize(self) -> bool:
+        return bool(self.info.normalize)
+
+
+def _ok(response: dict, info: IndexInfo) -> dict:
+    if "error" in response:
+        raise PddkitError(f"index {info.name} refused a query: {response['error']}")
+    return response
+
+
+def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | None = None,
+               *, local_files_only: bool = False) -> CorpusIndex:
+    """Open `folders` (one index, or one folder per worker). A pddkit index loads the
+    tokenizer its manifest names unless one is given, and refuses another; a public one
+    needs `tokenizer_name`."""
+    from pddkit.cache.fingerprint import tokenizer_digest
+
+    info = read_index(folders)
+    if tokenizer is None and tokenizer_name is None:
+        if not info.built_by_pddkit:
+            raise PddkitError(f"index {info.name} has no pddkit manifest (a public index): name "
+                              "the tokenizer it was built with (`tokenizer`)")
+        tokenizer_name = info.tokenizer_name
+    if tokenizer is None:
+        from pddkit.backends.hf_loading import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_name, local_files_only=local_files_only)
+    if info.built_by_pddkit and tokenizer_digest(tokenizer) != info.tokenizer_fingerprint:
+        raise PddkitError(f"index {info.name} was built with the tokenizer of "
+                          f"{info.tokenizer_name}, not that of {tokenizer_name}: their token ids "
+                          "differ, so its counts would be wrong (check with the index's "
+                          "tokenizer, or index the corpus again)")
+    vocab = vocab_size_of(tokenizer)
+    if info.token_dtype == "u16" and vocab >= 0xFFFF:
+        raise PddkitError(f"index {info.name} stores 16-bit token ids but the tokenizer of "
+                          f"{tokenizer_name} has {vocab} tokens: it was built with another "
+                          "tokenizer")
+    return CorpusIndex(info, tokenizer, str(tokenizer_name), _engine(info, tokenizer, vocab))
+
+
+def _engine(info: IndexInfo, tokenizer, vocab: int):
+    try:
+        from infini_gram.engine import InfiniGramEngine
+    except ImportError:
+        raise PddkitError("corpus indexes need the infini-gram package: "
+                          "pip install -e '.[corpus]'") from None
+    eos = getattr(tokenizer, "eos_token_id", None)
+    eos = int(eos) if eos is not None and 0 <= int(eos) < vocab else 0
+    return InfiniGramEngine(index_dir=[str(f) for f in info.folders], eos_token_id=eos,
+                            vocab_size=max(vocab, eos + 1), version=4,
+                            token_dtype=info.token_dtype)
