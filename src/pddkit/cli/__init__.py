@@ -1,4 +1,5 @@
-"""Command line: one module per command; only options.py and study_options.py spell flags.
+"""Command line: one module per command; only options.py, study_options.py and
+corpus_options.py spell flags.
 The commands wire data, engine, evaluation and reporting together and do nothing else."""
 
 from pddkit.cli import (  # noqa: F401  (register)
@@ -7,6 +8,7 @@ from pddkit.cli import (  # noqa: F401  (register)
     build,
     cache,
     compare,
+    corpus,
     freq,
     infer,
     listing,

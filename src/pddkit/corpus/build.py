@@ -248,6 +248,8 @@ def _suffix_array(out: Path, s: int, width: int, settings: IndexSettings) -> Non
     while batches * ((settings.memory_gb << 30) // (12 if width == 1 else 8)) < size:
         batches *= 2
     jobs = batches * cpus
+    while jobs > 1 and size // jobs < 2 * HACK:
+        jobs -= 1  # each part reads HACK bytes past its range: parts must be longer than that
     part = size // jobs
     part += (width - part % width) % width
     tmp = out / f".sa-{s}"

@@ -58,7 +58,7 @@ def corpus_files(paths: Iterable[str | Path], tally: ReadTally) -> list[CorpusFi
             if not members:
                 raise PddkitError(f"corpus folder {arg} holds no files")
             for p in members:
-                _add(found, p, p.relative_to(arg).as_posix(), tally)
+                _add(found, p, (Path(arg.name) / p.relative_to(arg)).as_posix(), tally)
         elif arg.is_file():
             _add(found, arg, arg.name, tally)
         else:
@@ -93,6 +93,8 @@ def _not_text(path: Path, compression: str | None, kind: str) -> str | None:
     except PddkitError as e:
         return str(e)
     if kind == "parquet":
+        if compression:
+            return "a compressed Parquet file (Parquet compresses inside; give it uncompressed)"
         return None if head[:4] == b"PAR1" else "not a Parquet file"
     if b"\x00" in head:
         return "not text (it holds NUL bytes)"

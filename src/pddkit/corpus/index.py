@@ -37,17 +37,6 @@ class CorpusIndex:
         rs = _ok(self.engine.creativity(input_ids=[int(i) for i in ids]), self.info)["rs"]
         return [int(r) - i for i, r in enumerate(rs)]  # rs[i]: the run's end (exclusive)
 
-    def longest_prefix(self, ids: list[int]) -> int:
-        """The largest k such that ids[:k] occurs (binary search: occurring is monotone)."""
-        lo, hi = 0, len(ids)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.count(ids[:mid]):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
     @property
     def normalize(self) -> bool:
         return bool(self.info.normalize)

@@ -3,9 +3,10 @@ index (OLMo-Detect's label check: a non-member is kept only below 20% of its 13-
 the longest run found, and the count of the whole text.
 
 A text cut from the middle of a document starts with a word that, inside the document,
-follows a space: byte-level BPE tokenizers spell the two differently ("The" and " The").
-A text's first n-gram (and its whole-text count) is therefore looked up both ways when
-the two spellings differ only in the first token.
+follows a space: byte-level BPE tokenizers spell the two differently ("to" may be "t o"
+at a start and " to" inside). Each text is therefore measured in both spellings, its
+own and that of " " + text; the one with the larger share found is reported (its tokens
+and n-grams), the longest match is the longer of the two and the count their sum.
 """
 
 from __future__ import annotations
@@ -55,18 +56,24 @@ def measure_overlap(index: CorpusIndex, texts: Sequence[str], n: int = DEFAULT_N
 
 
 def _one(index: CorpusIndex, a: list[int], b: list[int], n: int) -> TextOverlap:
-    runs = index.match_lengths(a)  # runs[i]: longest match starting at token i
-    ngrams = max(len(a) - n + 1, 0)
-    found = [runs[i] >= n for i in range(ngrams)]
-    longest = max(runs, default=0)
-    count = index.count(a) if a else 0
-    if a and len(b) == len(a) and b[1:] == a[1:] and b[0] != a[0]:
-        first = index.longest_prefix(b)
-        if ngrams:
-            found[0] = found[0] or first >= n
-        longest = max(longest, first)
-        count += index.count(b)
-    return TextOverlap(len(a), ngrams, sum(found), longest, count)
+    """`a`: the text's ids; `b`: those of " " + text (its spelling inside a document)."""
+    first = _spelling(index, a, n)
+    if b == a or not a:
+        return first
+    second = _spelling(index, b, n)
+    best = second if (second.ngrams and second.ngrams_found / second.ngrams
+                      > (first.ngrams_found / first.ngrams if first.ngrams else 0)) else first
+    # counts of two different token sequences: their occurrences are distinct
+    return TextOverlap(best.tokens, best.ngrams, best.ngrams_found,
+                       max(first.longest_match, second.longest_match), first.count + second.count)
+
+
+def _spelling(index: CorpusIndex, ids: list[int], n: int) -> TextOverlap:
+    runs = index.match_lengths(ids)  # runs[i]: longest match starting at token i
+    ngrams = max(len(ids) - n + 1, 0)
+    found = sum(1 for i in range(ngrams) if runs[i] >= n)
+    return TextOverlap(len(ids), ngrams, found, max(runs, default=0),
+                       index.count(ids) if ids else 0)
 
 
 @dataclass(frozen=True)
