@@ -71,10 +71,10 @@ def corpus_check(index, index_tokenizer, data, benchmark, data_dir, text_field, 
         raise PddkitError("--max-overlap must be in (0, 1]")
     started = now()
     out = output_dir.prepare(output, overwrite)
+    ix = open_index(list(index), tokenizer_name=index_tokenizer, local_files_only=local_files_only)
     source = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
                                  group_field, subset_field, data_split, None, on_invalid)
     dataset = source.load()
-    ix = open_index(list(index), tokenizer_name=index_tokenizer, local_files_only=local_files_only)
     check = check_dataset(dataset, ix, n, max_overlap, whole_training_set)
     paths = write_check(check, dataset, out)
     write_report(check, out, provenance=Provenance.collect(started, devices=["cpu"]).to_dict())

@@ -82,7 +82,9 @@ def build_index(corpus: list[str | Path], tokenizer, tokenizer_name: str, output
     vocab = vocab_size_of(tokenizer)
     tok = {"name": tokenizer_name, "fingerprint": tokenizer_digest(tokenizer), "vocab_size": vocab,
            "eos_token_id": _eos(tokenizer)}
-    plan = {"settings": asdict(settings) | {"threads": None, "memory_gb": None},
+    # what decides the index's bytes (not batch sizes, checkpoints, threads or memory)
+    kept = ("text_field", "normalize", "shards", "workers", "worker_id")
+    plan = {"settings": {k: v for k, v in asdict(settings).items() if k in kept},
             "tokenizer": tok, "files": hashes, "token_dtype": token_dtype_for(vocab)}
     manifest_path = out / manifest_name(settings.worker_id, settings.workers)
     if manifest_path.exists():
