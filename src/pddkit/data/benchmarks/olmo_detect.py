@@ -129,7 +129,7 @@ def olmo_detect(data_dir: str | Path | None, on_invalid: str, *, stage: str = "a
                                   f"benchmark/ layout, {REPO})")
             rows = [(no, _row(r, path.stem, no, label, leaf, model, fields, overlap))
                     for no, r in jsonl_values(path)]
-            part = rows_to_dataset(rows, name, str(path), on_invalid=on_invalid, unit="line")
+            part = rows_to_dataset(rows, str(path), str(path), on_invalid=on_invalid, unit="line")
             samples.extend(part.samples)
             skipped.extend(part.skipped)
     samples, contradicting = without_contradictions(samples, name, on_invalid)

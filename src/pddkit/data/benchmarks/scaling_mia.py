@@ -71,7 +71,7 @@ def scaling_mia(data_dir: str | Path | None, on_invalid: str, *, domain: str = "
     for d in domains:
         rows = _domain_rows(data_dir, d, seed, min_chars, subset=d if len(domains) > 1 else None)
         for where, unit, part in rows:
-            ds = rows_to_dataset(part, name, where, on_invalid=on_invalid, unit=unit)
+            ds = rows_to_dataset(part, where, where, on_invalid=on_invalid, unit=unit)
             samples.extend(ds.samples)
             skipped.extend(ds.skipped)
     samples, contradicting = without_contradictions(samples, name, on_invalid)

@@ -3,7 +3,8 @@
 WikiMIA-25 (hub `SimMIA/WikiMIA-25`, its dataset card): Wikipedia texts built the way
 WikiMIA-24 was, with non-members recent enough for 2025 models; splits `WikiMIA_length32`,
 `WikiMIA_length64`, `WikiMIA_length128` and `paper_subset` (stored as
-`data/{split}-*.parquet`), fields `input` (the text) and `label` (1 member, 0 non-member).
+`data/{split}-*.parquet`), fields `input` (the text) and `label` (1 member, 0 non-member);
+subset = `length=N` with `length=all`; ids are `{split}/{line or row}`.
 
 WikiMIA-2024 Hard (hub `hallisky/wikiMIA-2024-hard`; Hallinan et al., "The Surprising
 Effectiveness of Membership Inference with Simple N-Gram Coverage", CoLM 2025; built by
@@ -44,7 +45,7 @@ def wikimia25(data_dir: str | Path | None, on_invalid: str, *, length: str = "32
     skipped: list[Skipped] = []
     for split in splits:
         rows, where, unit = read_split(data_dir, split, REPO25)
-        subset = split.replace("WikiMIA_", "") if len(splits) > 1 else None
+        subset = split.replace("WikiMIA_length", "length=") if len(splits) > 1 else None
         part = rows_to_dataset(_tag(rows, f"{split}/", subset), where, where,
                                on_invalid=on_invalid, unit=unit)
         samples.extend(part.samples)
