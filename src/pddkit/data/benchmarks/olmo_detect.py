@@ -36,8 +36,9 @@ from pathlib import Path
 
 from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import choose, jsonl_values
+from pddkit.data.benchmarks.release_files import merge_parts
 from pddkit.data.records import BadRow, parse_label, rows_to_dataset, without_contradictions
-from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
+from pddkit.data.samples import Dataset, make_dataset
 from pddkit.errors import PddkitError
 
 logger = logging.getLogger(__name__)
@@ -116,8 +117,7 @@ def olmo_detect(data_dir: str | Path | None, on_invalid: str, *, stage: str = "a
             f"split={split},model={model}")
     if on_invalid not in ("error", "skip"):
         raise PddkitError(f"`on_invalid` must be 'error' or 'skip', not {on_invalid!r}")
-    samples: list[Sample] = []
-    skipped: list[Skipped] = []
+    parts = []
     fields: dict[str, dict] = {}
     overlap: dict[str, float] = {}
     for leaf in leaves:
@@ -129,9 +129,9 @@ def olmo_detect(data_dir: str | Path | None, on_invalid: str, *, stage: str = "a
                                   f"benchmark/ layout, {REPO})")
             rows = [(no, _row(r, path.stem, no, label, leaf, model, fields, overlap))
                     for no, r in jsonl_values(path)]
-            part = rows_to_dataset(rows, str(path), str(path), on_invalid=on_invalid, unit="line")
-            samples.extend(part.samples)
-            skipped.extend(part.skipped)
+            parts.append(rows_to_dataset(rows, str(path), str(path), on_invalid=on_invalid,
+                                         unit="line"))
+    samples, skipped, counted = merge_parts(parts, {})
     samples, contradicting = without_contradictions(samples, name, on_invalid)
     skipped.extend(contradicting)
     kept = {s.id for s in samples}
@@ -142,10 +142,11 @@ def olmo_detect(data_dir: str | Path | None, on_invalid: str, *, stage: str = "a
         logger.warning("olmo-detect: %d non-members have a released %s 13-gram overlap at or "
                        "over %.1f, against the benchmark's rule (first: %s)", len(over), model,
                        THRESHOLD, ", ".join(over[:3]))
-    meta: dict = {"record_fields": fields, "overlap": overlap, "overlap_model": model,
+    meta: dict = {**counted, "record_fields": fields, "overlap": overlap, "overlap_model": model,
                   f"nonmembers_at_or_over_{THRESHOLD}": len(over)}
     if contradicting:
-        meta["contradicting_labels_left_out"] = len(contradicting)
+        meta["contradicting_labels_left_out"] = (meta.get("contradicting_labels_left_out", 0)
+                                                 + len(contradicting))
     return make_dataset(name, samples, skipped, meta)
 
 

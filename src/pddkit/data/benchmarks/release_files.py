@@ -148,3 +148,22 @@ def csv_rows(path: Path) -> Rows:
     except csv.Error as e:
         raise PddkitError(f"{path} is not a readable CSV file ({e})") from None
     return rows
+
+
+def merge_parts(parts: list, meta: dict) -> tuple[list, list, dict]:
+    """(samples, skipped, meta) of several loaded parts (Datasets): what each part's meta
+    counted (data.samples.LOADER_COUNTS) summed into `meta`, their document fields merged."""
+    from pddkit.data.samples import LOADER_COUNTS
+
+    samples: list = []
+    skipped: list = []
+    out = dict(meta)
+    for part in parts:
+        samples.extend(part.samples)
+        skipped.extend(part.skipped)
+        for key in LOADER_COUNTS:
+            if part.meta.get(key):
+                out[key] = out.get(key, 0) + int(part.meta[key])
+        if part.meta.get("document_fields"):
+            out.setdefault("document_fields", {}).update(part.meta["document_fields"])
+    return samples, skipped, out

@@ -32,6 +32,7 @@ from pddkit.data.benchmarks.files import Rows, choose
 from pddkit.data.benchmarks.release_files import (
     layouts,
     local_split,
+    merge_parts,
     parquet_count,
     parquet_files,
     parquet_rows,
@@ -39,7 +40,7 @@ from pddkit.data.benchmarks.release_files import (
 )
 from pddkit.data.hub import hub_rows
 from pddkit.data.records import rows_to_dataset, without_contradictions
-from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
+from pddkit.data.samples import Dataset, make_dataset
 from pddkit.errors import PddkitError
 
 logger = logging.getLogger(__name__)
@@ -66,19 +67,17 @@ def scaling_mia(data_dir: str | Path | None, on_invalid: str, *, domain: str = "
     if min_chars < 0:
         raise PddkitError(f"scaling-mia min_chars must be 0 or more, not {min_chars}")
     name = f"scaling-mia:domain={domain},seed={seed},min_chars={min_chars}"
-    samples: list[Sample] = []
-    skipped: list[Skipped] = []
+    parts = []
     for d in domains:
         rows = _domain_rows(data_dir, d, seed, min_chars, subset=d if len(domains) > 1 else None)
-        for where, unit, part in rows:
-            ds = rows_to_dataset(part, where, where, on_invalid=on_invalid, unit=unit)
-            samples.extend(ds.samples)
-            skipped.extend(ds.skipped)
+        parts += [rows_to_dataset(part, where, where, on_invalid=on_invalid, unit=unit)
+                  for where, unit, part in rows]
+    samples, skipped, meta = merge_parts(parts, {"language": "en"})
     samples, contradicting = without_contradictions(samples, name, on_invalid)
     skipped.extend(contradicting)
-    meta: dict = {"language": "en"}
-    if contradicting:
-        meta["contradicting_labels_left_out"] = len(contradicting)
+    if contradicting:  # a document of the Pile's train shard also in its validation or test
+        meta["contradicting_labels_left_out"] = (meta.get("contradicting_labels_left_out", 0)
+                                                 + len(contradicting))
     return make_dataset(name, samples, skipped, meta)
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import Rows, choose
-from pddkit.data.benchmarks.release_files import read_split
+from pddkit.data.benchmarks.release_files import merge_parts, read_split
 from pddkit.data.records import rows_to_dataset
-from pddkit.data.samples import Dataset, Sample, Skipped, make_dataset
+from pddkit.data.samples import Dataset, make_dataset
 
 REPO25 = "SimMIA/WikiMIA-25"
 LENGTHS25 = ("32", "64", "128")
@@ -41,16 +41,13 @@ def wikimia25(data_dir: str | Path | None, on_invalid: str, *, length: str = "32
     length = str(choose("wikimia25 length", length, (*LENGTHS25, "all", PAPER_SUBSET)))
     splits = ([f"WikiMIA_length{n}" for n in LENGTHS25] if length == "all" else
               [PAPER_SUBSET] if length == PAPER_SUBSET else [f"WikiMIA_length{length}"])
-    samples: list[Sample] = []
-    skipped: list[Skipped] = []
+    parts = []
     for split in splits:
         rows, where, unit = read_split(data_dir, split, REPO25)
         subset = split.replace("WikiMIA_length", "length=") if len(splits) > 1 else None
-        part = rows_to_dataset(_tag(rows, f"{split}/", subset), where, where,
-                               on_invalid=on_invalid, unit=unit)
-        samples.extend(part.samples)
-        skipped.extend(part.skipped)
-    return make_dataset(f"wikimia25:length={length}", samples, skipped, {"language": "en"})
+        parts.append(rows_to_dataset(_tag(rows, f"{split}/", subset), where, where,
+                                     on_invalid=on_invalid, unit=unit))
+    return make_dataset(f"wikimia25:length={length}", *merge_parts(parts, {"language": "en"}))
 
 
 @register_benchmark("wikimia24-hard", "WikiMIA-2024 Hard (Hallinan et al. 2025): one Wikipedia "
@@ -59,15 +56,12 @@ def wikimia25(data_dir: str | Path | None, on_invalid: str, *, length: str = "32
 def wikimia24_hard(data_dir: str | Path | None, on_invalid: str, *, split: str = "test") -> Dataset:
     split = str(choose("wikimia24-hard split", split, (*HARD_SPLITS, "all")))
     splits = list(HARD_SPLITS) if split == "all" else [split]
-    samples: list[Sample] = []
-    skipped: list[Skipped] = []
+    parts = []
     for s in splits:
         rows, where, unit = read_split(data_dir, HARD_SPLITS[s], REPO_HARD, hub_split=s)
-        part = rows_to_dataset(_pairs(rows, s, len(splits) > 1), where, where,
-                               on_invalid=on_invalid, unit=unit)
-        samples.extend(part.samples)
-        skipped.extend(part.skipped)
-    return make_dataset(f"wikimia24-hard:split={split}", samples, skipped, {"language": "en"})
+        parts.append(rows_to_dataset(_pairs(rows, s, len(splits) > 1), where, where,
+                                     on_invalid=on_invalid, unit=unit))
+    return make_dataset(f"wikimia24-hard:split={split}", *merge_parts(parts, {"language": "en"}))
 
 
 def _tag(rows: Rows, prefix: str, subset: str | None) -> Rows:
