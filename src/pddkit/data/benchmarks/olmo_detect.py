@@ -98,12 +98,12 @@ SUBSETS = tuple(dict.fromkeys(lf.subset for lf in LEAVES if lf.subset))
 
 
 @register_benchmark("olmo-detect", "OLMo-Detect (2026): OLMo 2's training data vs non-members "
-                    "with under 20% of their 13-grams in the OLMo 2 corpus (infini-gram), "
-                    "local copy of the repository's benchmark/ tree only; stage=all|pretraining|"
-                    "midtraining|posttraining, domain=all|dclm|pes2o|openwebmath|starcoder|gsm8k|"
-                    "stackexchange|sft|dpo|rlvr|gsm8k_qonly, subset=all|java|python|math|"
-                    "stackoverflow|aya|wildchat|chosen|rejected|cot-gsm8k|cot-math|gsm8k_no_cot|"
-                    "math_no_cot, members=matched|shifted, split=test|dev, model=1b|7b|13b|32b "
+                    "with under 20% of their 13-grams in the OLMo 2 corpus; a local copy of the "
+                    "repository's benchmark/ tree only; stage (pretraining midtraining "
+                    "posttraining), domain (dclm pes2o openwebmath starcoder gsm8k stackexchange "
+                    "sft dpo rlvr; ablation gsm8k_qonly), subset (java python math stackoverflow "
+                    "aya wildchat chosen rejected cot-gsm8k cot-math; ablations gsm8k_no_cot "
+                    "math_no_cot), members=matched|shifted, split=test|dev, model=1b|7b|13b|32b "
                     "(SFT's and DPO's files, the overlap column); subset = stage/domain/subset")
 def olmo_detect(data_dir: str | Path | None, on_invalid: str, *, stage: str = "all",
                 domain: str = "all", subset: str = "all", members: str = "matched",
