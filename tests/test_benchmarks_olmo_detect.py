@@ -55,15 +55,19 @@ def dpo(size):
             for side in ("matched", "shifted"):
                 rel = (f"posttraining/dpo/member/{side}/{split}/"
                        f"member_posttraining_dpo_{size}_{part}_{side}_{split}.jsonl")
-                yield rel, [{"prompt": f"member prompt {i} {side} {split}",
-                             "chosen": [{"role": "user", "content": "q"}],
-                             "rejected": [{"role": "user", "content": "q"}],
+                # as released: the part's messages, the models, id, source, text; no prompt
+                yield rel, [{part: [{"content": f"member prompt {i} {side} {split}",
+                                     "role": "user"},
+                                    {"content": f"{part} answer", "role": "assistant"}],
                              "chosen_model": "a", "rejected_model": "b",
+                             "id": f"allenai/olmo2-{size}-wildchat-unused-on-policy_{i}",
+                             "source": f"allenai/olmo2-{size}-wildchat-unused-on-policy",
                              "text": text(rel, i)} for i in range(K)]
             rel = (f"posttraining/dpo/non-member/{split}/"
                    f"non-member_posttraining_dpo_{size}_{part}_{split}.jsonl")
-            yield rel, [{"prompt": f"non-member prompt {i} {split}", part: [{"role": "user",
-                                                                           "content": "q"}],
+            yield rel, [{"prompt": f"non-member prompt {i} {split}",
+                         part: [{"content": f"non-member prompt {i} {split}", "role": "user"},
+                                {"content": "an answer", "role": "assistant"}],
                          "text": text(rel, i),
                          f"{size}_prompt_13-gram_overlap_score": 0.0,
                          f"{size}_chosen_13-gram_overlap_score": round(0.05 + 0.01 * i, 4),

@@ -23,7 +23,8 @@ in DPO) are kept per text in `Dataset.meta["record_fields"]` (id -> columns), an
 overlap of the text scored for the chosen `model` in `meta["overlap"]` (id -> share); a
 non-member at or above the benchmark's 0.2 is counted in `meta["nonmembers_at_or_over_0.2"]`
 and named in the log. `subset` = `stage/domain[/subset]`; DPO's chosen and rejected texts
-of one prompt share a `group`. Ids are `<file stem>/<line>`.
+of one prompt (the first user turn of their messages) share a `group`. Ids are
+`<file stem>/<line>`.
 """
 
 from __future__ import annotations
@@ -227,7 +228,21 @@ def _row(row: object, file_stem: str, number: int, label: int, leaf: Leaf, model
     if isinstance(cols.get(key), (int, float)):
         overlap[sid] = float(cols[key])
     out = {"text": row.get("text"), "label": label, "id": sid, "subset": leaf.name()}
-    if leaf.domain == "dpo" and isinstance(row.get("prompt"), str):
-        digest = hashlib.sha1(row["prompt"].encode("utf-8")).hexdigest()[:16]
+    prompt = _prompt(row) if leaf.domain == "dpo" else None
+    if prompt is not None:
+        digest = hashlib.sha1(prompt.encode("utf-8")).hexdigest()[:16]
         out["group"] = f"dpo-{model}/{'member' if label else 'nonmember'}/{digest}"
     return out
+
+
+def _prompt(row: dict) -> str | None:
+    """A DPO row's prompt: the first user turn of its `chosen` or `rejected` messages (the
+    member files hold no `prompt` field), else its `prompt`."""
+    for key in ("chosen", "rejected"):
+        turns = row.get(key)
+        if isinstance(turns, list):
+            for turn in turns:
+                if isinstance(turn, dict) and turn.get("role") == "user" and isinstance(
+                        turn.get("content"), str):
+                    return turn["content"]
+    return row["prompt"] if isinstance(row.get("prompt"), str) else None
