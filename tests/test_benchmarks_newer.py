@@ -322,6 +322,10 @@ def test_scaling_mia_bad_input_and_hub(tmp_path, monkeypatch):
         load_benchmark("scaling-mia", data_dir=tmp_path)
     with pytest.raises(PddkitError, match="min_chars must be 0 or more"):
         load_benchmark("scaling-mia:min_chars=-1", data_dir=tmp_path)
+    parquet(tmp_path / "nocol" / "data" / "validation-00000-of-00001.parquet", [{"content": "x"}])
+    with pytest.raises(PddkitError, match=r"validation-00000-of-00001\.parquet has no 'text' column; "
+                                          r"its columns are 'content'"):
+        load_benchmark("scaling-mia", data_dir=tmp_path / "nocol")
     pile_release(tmp_path / "small", n_train=3)
     with pytest.raises(PddkitError, match="5 non-members but only 3 train documents"):
         load_benchmark("scaling-mia", data_dir=tmp_path / "small")

@@ -76,11 +76,26 @@ def _pyarrow(path: Path):
     return pa
 
 
+def _check_columns(pa, f: Path, columns: list[str] | None) -> None:
+    """One sentence naming the columns a shard has when it lacks one asked for."""
+    if not columns:
+        return
+    try:
+        have = pa.parquet.ParquetFile(f).schema_arrow.names
+    except (pa.ArrowException, OSError) as e:
+        raise PddkitError(f"{f} is not a readable Parquet file ({type(e).__name__})") from None
+    missing = [c for c in columns if c not in have]
+    if missing:
+        raise PddkitError(f"{f} has no '{missing[0]}' column; its columns are "
+                          f"{', '.join(map(repr, have)) or 'none'}")
+
+
 def parquet_rows(files: list[Path], columns: list[str] | None = None) -> Rows:
     """The rows of Parquet shards, in file order, numbered from 1."""
     pa = _pyarrow(files[0])
     rows: list[dict] = []
     for f in files:
+        _check_columns(pa, f, columns)
         try:
             rows.extend(pa.parquet.read_table(f, columns=columns).to_pylist())
         except (pa.ArrowException, OSError) as e:
@@ -110,6 +125,7 @@ def parquet_take(files: list[Path], indices: list[int], columns: list[str] | Non
     out: list[dict | None] = [None] * len(indices)
     start = 0
     for f in files:
+        _check_columns(pa, f, columns)
         pf = pa.parquet.ParquetFile(f)
         for g in range(pf.metadata.num_row_groups):
             n = pf.metadata.row_group(g).num_rows
