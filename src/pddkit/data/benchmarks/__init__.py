@@ -51,7 +51,18 @@ def load_benchmark(spec: str, data_dir: str | Path | None = None, on_invalid: st
 
 def _load_all() -> None:
     """Import every benchmark module (each registers itself)."""
-    from pddkit.data.benchmarks import arxivmia, bookmia, copyright_traps, mimir, wikimia  # noqa: F401
+    from pddkit.data.benchmarks import (  # noqa: F401
+        arxivmia,
+        bookmia,
+        copyright_traps,
+        mimir,
+        olmo_detect,
+        scaling_mia,
+        stackmia,
+        tection,
+        wikimia,
+        wikimia_recent,
+    )
 
 
 _load_all()
