@@ -106,7 +106,7 @@ def test_stored_ids_and_every_count_equal_python_counts(world):
         counts = Counter(tuple(d[i:i + n]) for d in doc_ids for i in range(len(d) - n + 1))
         queries = list(counts)[:: max(1, len(counts) // 150)]
         # absent ones too: a found n-gram with its last token changed
-        queries += [q[:-1] + (int(rng.integers(0, 50000)),) for q in queries[:40]]
+        queries += [(*q[:-1], int(rng.integers(0, 50000))) for q in queries[:40]]
         for q in queries:
             assert ix.count(list(q)) == counts.get(q, 0), q
 
@@ -149,7 +149,8 @@ def test_planted_contradictions_are_exactly_those_reported(world, tmp_path, caps
                  "--output", str(out), "--whole-training-set"])
     printed = capsys.readouterr()
     assert code == 0, printed.err  # contradictions are findings, not failures
-    got = {json.loads(x)["id"]: json.loads(x) for x in (out / "contradictions.jsonl").read_text().splitlines()}
+    got = {json.loads(x)["id"]: json.loads(x)
+           for x in (out / "contradictions.jsonl").read_text().splitlines()}
     assert set(got) == {"n-planted-0", "n-planted-1", "n-planted-2", "m-absent-0", "m-absent-1"}
     assert got["n-planted-0"]["text"] == docs[20] and got["m-absent-0"]["contradicted"] == "member not found"
     overlap = {json.loads(x)["id"]: json.loads(x) for x in (out / "overlap.jsonl").read_text().splitlines()}
@@ -300,11 +301,32 @@ def test_a_killed_indexing_run_resumes_to_the_same_index(tmp_path, gpt2_dir, cap
     state = json.loads(progress.read_text())
     assert not state["tokenized"] and 0 < state["next_document"] < len(books)
     assert not (resumed / "pddkit-index.json").exists()
-    assert "has not finished" in _error(
-        ["corpus", "check", "--index", str(resumed), "--data", str(_data(tmp_path / "d.jsonl", [{"text": "x"}])),
-         "--output", str(tmp_path / "o")], capsys)
+    data = _data(tmp_path / "d.jsonl", [{"text": "x"}])
+    assert "has not finished" in _error(["corpus", "check", "--index", str(resumed), "--data",
+                                         str(data), "--output", str(tmp_path / "o")], capsys)
     assert main(["corpus", "index", "--corpus", str(corpus), "--tokenizer", str(gpt2_dir),
                  "--output", str(resumed), "--shards", "2", "--batch-docs", "1"]) == 0
     for name in ("tokenized.0", "tokenized.1", "offset.0", "metadata.1", "table.0", "table.1"):
         assert (whole / name).read_bytes() == (resumed / name).read_bytes(), name
     assert not progress.exists()
+
+
+def test_long_texts_encode_to_the_whole_texts_ids(gpt2_dir):
+    from transformers import AutoTokenizer
+
+    from pddkit.corpus.encode import encode_texts
+    from pddkit.corpus.normalize import normalize_text
+
+    tok = AutoTokenizer.from_pretrained(gpt2_dir)
+    book = sorted(shared_path("corpora", "gutenberg", "Poe, Edgar Allan").glob("*.txt"))[0]
+    raw = book.read_text(encoding="utf-8", errors="replace")[:60000]
+    texts = [normalize_text(raw), raw, "short text"]  # long ones are cut into pieces
+    assert encode_texts(tok, texts) == [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def test_normalisation_is_nfc_and_single_spaces():
+    from pddkit.corpus.normalize import normalize_text
+
+    decomposed = "Cafe\u0301\t au\u00a0lait\n\n  re\u0301sume\u0301  "
+    assert normalize_text(decomposed) == "Caf\u00e9 au lait r\u00e9sum\u00e9"
+    assert normalize_text(decomposed) == _norm(decomposed)
