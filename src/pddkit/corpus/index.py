@@ -4,6 +4,7 @@ built with, and ask it about token sequences."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,20 @@ class CorpusIndex:
 
     def match_lengths(self, ids: list[int]) -> list[int]:
         """For each position i, the length of the longest run ids[i:i+k] the corpus holds
-        (0 when not even ids[i] occurs): infini-gram's `creativity` query."""
-        if not ids:
-            return []
-        rs = _ok(self.engine.creativity(input_ids=[int(i) for i in ids]), self.info)["rs"]
-        return [int(r) - i for i, r in enumerate(rs)]  # rs[i]: the run's end (exclusive)
+        (0 when not even ids[i] occurs). Two pointers: the run from i+1 reaches at least
+        as far as the run from i, so at most 2 x len(ids) lookups (infini-gram's own
+        `creativity` query extends every run from its start: quadratic on found texts)."""
+        ids = [int(i) for i in ids]
+        out, r = [], 0
+        for i in range(len(ids)):
+            r = max(r, i)
+            while r < len(ids) and self._found(ids[i:r + 1]):
+                r += 1
+            out.append(r - i)
+        return out
+
+    def _found(self, ids: list[int]) -> bool:
+        return _ok(self.engine.find(input_ids=ids), self.info)["cnt"] > 0
 
     @property
     def normalize(self) -> bool:
@@ -49,10 +59,12 @@ def _ok(response: dict, info: IndexInfo) -> dict:
 
 
 def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | None = None,
-               *, local_files_only: bool = False) -> CorpusIndex:
+               *, local_files_only: bool = False, prefetch: bool | None = None) -> CorpusIndex:
     """Open `folders` (one index, or one folder per worker). A pddkit index loads the
     tokenizer its manifest names unless one is given, and refuses another; a public one
-    needs `tokenizer_name`."""
+    needs `tokenizer_name`. `prefetch`: infini-gram's read-ahead of index pages (its
+    defaults), which pays on an index larger than memory and costs five times the time of
+    a lookup on one the page cache holds; None: on when the index is over half of RAM."""
     from pddkit.cache.fingerprint import tokenizer_digest
 
     info = read_index(folders)
@@ -75,10 +87,23 @@ def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | 
         raise PddkitError(f"index {info.name} stores 16-bit token ids but the tokenizer of "
                           f"{tokenizer_name} has {vocab} tokens: it was built with another "
                           "tokenizer")
-    return CorpusIndex(info, tokenizer, str(tokenizer_name), _engine(info, tokenizer, vocab))
+    if prefetch is None:
+        prefetch = _index_bytes(info) > _memory_bytes() // 2
+    return CorpusIndex(info, tokenizer, str(tokenizer_name), _engine(info, tokenizer, vocab, prefetch))
 
 
-def _engine(info: IndexInfo, tokenizer, vocab: int):
+def _index_bytes(info: IndexInfo) -> int:
+    return sum(p.stat().st_size for f in info.folders for p in f.glob("t*.[0-9]*"))
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _engine(info: IndexInfo, tokenizer, vocab: int, prefetch: bool):
     try:
         from infini_gram.engine import InfiniGramEngine
     except ImportError:
@@ -88,4 +113,6 @@ def _engine(info: IndexInfo, tokenizer, vocab: int):
     eos = int(eos) if eos is not None and 0 <= int(eos) < vocab else 0
     return InfiniGramEngine(index_dir=[str(f) for f in info.folders], eos_token_id=eos,
                             vocab_size=max(vocab, eos + 1), version=4,
-                            token_dtype=info.token_dtype)
+                            token_dtype=info.token_dtype,
+                            **({} if prefetch else {"ds_prefetch_depth": 0, "sa_prefetch_depth": 0,
+                                                    "od_prefetch_depth": 0}))

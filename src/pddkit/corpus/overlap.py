@@ -4,15 +4,16 @@ the longest run found, and the count of the whole text.
 
 A text cut from the middle of a document starts with a word that, inside the document,
 follows a space: byte-level BPE tokenizers spell the two differently ("to" may be "t o"
-at a start and " to" inside). Each text is therefore measured in both spellings, its
-own and that of " " + text; the one with the larger share found is reported (its tokens
-and n-grams), the longest match is the longer of the two and the count their sum.
+at a start and " to" inside). A text whose first n-gram is not found in its own spelling
+is therefore measured in that of " " + text too; the spelling with the larger share found
+is reported (its tokens and n-grams), the longest match is the longer of the two, and
+the whole-text count always adds both spellings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pddkit.corpus.encode import encode_texts
 from pddkit.corpus.index import CorpusIndex
@@ -56,11 +57,13 @@ def measure_overlap(index: CorpusIndex, texts: Sequence[str], n: int = DEFAULT_N
 
 
 def _one(index: CorpusIndex, a: list[int], b: list[int], n: int) -> TextOverlap:
-    """`a`: the text's ids; `b`: those of " " + text (its spelling inside a document)."""
-    first = _spelling(index, a, n)
-    if b == a or not a:
-        return first
-    second = _spelling(index, b, n)
+    """`a`: the text's ids; `b`: those of " " + text (its spelling inside a document).
+    b is measured only when a's first n-gram (a whole, when shorter) is not found: the
+    spellings differ in the first word only. The whole-text count adds both."""
+    first, runs = _spelling(index, a, n)
+    if b == a or not a or runs[0] >= min(n, len(a)):
+        return replace(first, count=first.count + (index.count(b) if b and b != a else 0))
+    second, _ = _spelling(index, b, n)
     best = second if (second.ngrams and second.ngrams_found / second.ngrams
                       > (first.ngrams_found / first.ngrams if first.ngrams else 0)) else first
     # counts of two different token sequences: their occurrences are distinct
@@ -68,12 +71,12 @@ def _one(index: CorpusIndex, a: list[int], b: list[int], n: int) -> TextOverlap:
                        max(first.longest_match, second.longest_match), first.count + second.count)
 
 
-def _spelling(index: CorpusIndex, ids: list[int], n: int) -> TextOverlap:
+def _spelling(index: CorpusIndex, ids: list[int], n: int) -> tuple[TextOverlap, list[int]]:
     runs = index.match_lengths(ids)  # runs[i]: longest match starting at token i
     ngrams = max(len(ids) - n + 1, 0)
     found = sum(1 for i in range(ngrams) if runs[i] >= n)
     return TextOverlap(len(ids), ngrams, found, max(runs, default=0),
-                       index.count(ids) if ids else 0)
+                       index.count(ids) if ids else 0), runs
 
 
 @dataclass(frozen=True)
