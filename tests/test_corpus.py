@@ -255,6 +255,17 @@ def test_bad_indexes_are_one_sentence(world, tmp_path, capsys, gpt2_dir):
     small_tokenizer().save_pretrained(other)
     err = check(world["index"], "--index-tokenizer", str(other))
     assert f"built with the tokenizer of {gpt2_dir}, not that of {other}" in err
+    # the index's tokenizer moved away: named, and --index-tokenizer finds it
+    moved = tmp_path / "moved"
+    shutil.copytree(world["index"], moved)
+    m = json.loads((moved / "pddkit-index.json").read_text())
+    m["tokenizer"]["name"] = str(tmp_path / "gone")
+    (moved / "pddkit-index.json").write_text(json.dumps(m))
+    err = check(moved)
+    assert "cannot be loaded here" in err and "--index-tokenizer" in err
+    assert main(["corpus", "check", "--index", str(moved), "--index-tokenizer", str(gpt2_dir),
+                 "--data", str(data), "--output", str(tmp_path / "o"), "--overwrite"]) == 0
+    capsys.readouterr()
     # a corpus with nothing readable
     junk = tmp_path / "junk"
     junk.mkdir()

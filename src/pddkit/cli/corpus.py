@@ -29,6 +29,10 @@ def corpus_index(corpus, tokenizer_name, output, text_field, normalize, shards, 
                              workers=workers, worker_id=worker_id, batch_docs=batch_docs,
                              threads=threads, memory_gb=memory_gb)
     settings.check()
+    from pathlib import Path
+
+    if Path(tokenizer_name).expanduser().exists():  # the manifest names it from anywhere
+        tokenizer_name = str(Path(tokenizer_name).expanduser().resolve())
     tok = load_tokenizer(tokenizer_name, trust_remote_code=trust_remote_code,
                          local_files_only=local_files_only)
     m = build_index(list(corpus), tok, tokenizer_name, output, settings)

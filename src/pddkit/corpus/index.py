@@ -71,12 +71,19 @@ def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | 
     if tokenizer is None and tokenizer_name is None:
         if not info.built_by_pddkit:
             raise PddkitError(f"index {info.name} has no pddkit manifest (a public index): name "
-                              "the tokenizer it was built with (`tokenizer`)")
+                              "the tokenizer it was built with (`index_tokenizer`)")
         tokenizer_name = info.tokenizer_name
     if tokenizer is None:
         from pddkit.backends.hf_loading import load_tokenizer
 
-        tokenizer = load_tokenizer(tokenizer_name, local_files_only=local_files_only)
+        try:
+            tokenizer = load_tokenizer(tokenizer_name, local_files_only=local_files_only)
+        except PddkitError as e:
+            if tokenizer_name != info.tokenizer_name:
+                raise
+            raise PddkitError(f"index {info.name} was built with the tokenizer of "
+                              f"{tokenizer_name}, which cannot be loaded here ({e}); name "
+                              "where it is now with `index_tokenizer`") from None
     if info.built_by_pddkit and tokenizer_digest(tokenizer) != info.tokenizer_fingerprint:
         raise PddkitError(f"index {info.name} was built with the tokenizer of "
                           f"{info.tokenizer_name}, not that of {tokenizer_name}: their token ids "
