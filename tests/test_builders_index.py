@@ -167,6 +167,9 @@ def test_builders_bad_index_input(tmp_path, paras, tokenizer, capsys):
     code, _, err = run_cli(capsys, *base, "--index", index, "--max-overlap", "1.5",
                            "--output", tmp_path / "o3")
     assert code == 1 and "--max-overlap must be a share in (0, 1], not 1.5" in err, err
+    code, _, err = run_cli(capsys, *base, "--max-overlap", "0.5", "--output", tmp_path / "o4")
+    assert code == 1 and "--max-overlap sets how texts are checked against a corpus index; " \
+        "give --index too" in err, err
     # every non-member in the corpus: one sentence, no build
     docs = _dated(paras)
     whole = build_corpus_index(tmp_path / "whole", [d["text"] for d in docs], tok, tok_dir)
@@ -174,7 +177,7 @@ def test_builders_bad_index_input(tmp_path, paras, tokenizer, capsys):
                                           "words"):
         make("cutoff", inputs=[inputs], member_before=MEMBER_BEFORE,
              nonmember_after=NONMEMBER_AFTER, words="32", index=[whole])
-    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3"))
+    assert not any((tmp_path / o).exists() for o in ("o1", "o2", "o3", "o4"))
 
 
 def test_builders_without_an_index_are_unchanged(tmp_path, paras):

@@ -177,7 +177,10 @@ def test_bad_index_input_is_one_sentence(world, tmp_path, capsys):
     code, _, err = run_cli(capsys, *base, "--index", world.index, "--max-overlap", "0",
                            "--output", tmp_path / "o5")
     assert code == 1 and "--max-overlap must be a share in (0, 1], not 0.0" in err, err
-    for o in ("o1", "o2", "o3", "o4", "o5"):  # nothing left behind
+    code, _, err = run_cli(capsys, *base, "--index-n", "8", "--output", tmp_path / "o6")
+    assert code == 1 and "--index-n sets how texts are checked against a corpus index; give " \
+        "--index too" in err, err
+    for o in ("o1", "o2", "o3", "o4", "o5", "o6"):  # nothing left behind
         assert not (tmp_path / o).exists()
 
 
@@ -199,3 +202,34 @@ def test_a_public_index_with_its_tokenizer_named(world, tmp_path, capsys):
     assert {i for i, r in rows.items() if r["contradicted"]} == world.planted
     results = json.loads((out / "results.json").read_text())
     assert results["corpus_check"]["normalize"] is None
+
+
+@pytest.mark.slow
+def test_the_python_api_and_unlabelled_texts(world, tmp_path, capsys):
+    import pddkit
+
+    texts = [r["text"] for r in world.rows]
+    labels = [r["label"] for r in world.rows]
+    result = pddkit.evaluate(texts, labels, str(world.model), "loss", index=[str(world.index)],
+                             n_bootstrap=0, blind=False, device="cpu")
+    check = result.corpus
+    assert {result.ids[i] for i, why in enumerate(check.contradicted) if why} == \
+        {str(i) for i, r in enumerate(world.rows) if r["id"] in world.planted}
+    assert [o.as_row() for o in check.overlaps] == [world.plain.row(t, N) for t in texts]
+    with pytest.raises(pddkit.PddkitError, match="`index` is a list of index folders"):
+        pddkit.evaluate(texts, labels, str(world.model), "loss", index=str(world.index))
+    # unlabelled: the overlap columns, and no label to check
+    data = write_jsonl(tmp_path / "texts.jsonl", [{"id": r["id"], "text": r["text"]}
+                                                  for r in world.rows])
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "run", "--model", world.model, "--data", data,
+                                "--methods", "loss", "--index", world.index, "--output", out,
+                                "--device", "cpu")
+    assert code == 0, err
+    assert (f"texts measured against the corpus (index {world.index}, tokenizer "
+            f"{world.tokenizer_dir}): the share of their 13-grams found is in scores.jsonl; no "
+            "labels to check; 1 text shorter than 13 tokens") in stdout
+    rows = _scores(out)
+    assert all(r["contradicted"] is None for r in rows)
+    assert {r["id"] for r in rows if r["overlap"] == 1.0} == {"n0", "n1", "n2", "n3"} | {
+        f"m{i}" for i in range(19)}

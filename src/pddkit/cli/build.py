@@ -19,6 +19,7 @@ def build(builder, members, nonmembers, inputs, words, member_before, nonmember_
     manifest.json of its sources (sha256), parameters, seed and counts."""
     from pddkit.data.builders import build as run_builder
 
+    options.check_index_flags(index)
     given = {"members": members or None, "nonmembers": nonmembers or None,
              "inputs": inputs or None, "words": words, "member_before": member_before,
              "nonmember_after": nonmember_after, "date_field": date_field,

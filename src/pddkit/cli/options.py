@@ -89,6 +89,19 @@ def index_options(use: str) -> list:
     ]
 
 
+def check_index_flags(index) -> None:
+    """--index-n or --max-overlap typed without --index: one sentence, not ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    typed = [f"--{n.replace('_', '-')}" for n in ("index_n", "max_overlap")
+             if ctx.get_parameter_source(n) in (ParameterSource.COMMANDLINE,
+                                                ParameterSource.ENVIRONMENT)]
+    if typed and not index:
+        raise PddkitError(f"{' and '.join(typed)} set{'s' if len(typed) == 1 else ''} how "
+                          "texts are checked against a corpus index; give --index too")
+
+
 RUN_OPTIONS = [
     click.option("--model", required=True,
         help="Target model: local directory or hub id (--backend openai: the served name)."),

@@ -38,6 +38,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.engine.run import run_dataset
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
+    options.check_index_flags(index)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
     if quantize is not None and engine == "local":  # no GPU: one sentence before data loads
         from pddkit.backends.hf_loading import check_quantize

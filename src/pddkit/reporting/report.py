@@ -220,7 +220,7 @@ def _corpus_blocks(results: dict, rows: list[dict]) -> list:
         shown = tuple((str(r["id"]), "member" if r["label"] == 1 else "non-member",
                        Num(r["overlap"]), str(r["longest_match"]), str(r["count"]),
                        r["contradicted"]) for r in hit[:CONTRADICTED_SHOWN])
-        more = (f"{len(hit) - CONTRADICTED_SHOWN} more in scores.jsonl (`contradicted`)."
+        more = (f"{len(hit) - CONTRADICTED_SHOWN} more in scores.jsonl (column 'contradicted')."
                 if len(hit) > CONTRADICTED_SHOWN else "All of them; scores.jsonl has every "
                 "text's overlap.")
         blocks.append(Table(header=("id", "label", f"share of {n}-grams found",

@@ -246,7 +246,7 @@ def corpus_table(results: dict, terminal: bool = False) -> Table | None:
              + ("" if first is None else f" ({counted(first['n_members'], 'member')}, "
                 f"{counted(first['n_nonmembers'], 'non-member')} left)")
              + ("" if on == "all texts" else f"; both on the {on}")
-             + ". The contradicted texts are marked in scores.jsonl (`contradicted`)."
+             + ". The contradicted texts are marked in scores.jsonl (column 'contradicted')."
              + ("" if first is not None else " One class has no text left: no metrics."),)
     baseline = frozenset(i for i, k in enumerate(methods) if k == "blind")
     ci = "" if terminal else " [95% CI]"
