@@ -71,9 +71,10 @@ def data_source(data, benchmark, data_dir, text_field, label_field, id_field, gr
                       data_split=data_split, language=language, on_invalid=on_invalid)
 
 
-def index_options(use: str) -> list:
+def index_options(use: str, verdict: str) -> list:
     """The corpus-index flags of `run` and `build`; `use`: what the command does with the
-    texts the corpus contains (each command's --help says only what it does)."""
+    texts the corpus contains, `verdict`: what becomes of a non-member found (each
+    command's --help says only what it does)."""
     return [
     click.option("--index", multiple=True, type=click.Path(),
         help="An infini-gram index of the training corpus (from `pddkit corpus index`, or a "
@@ -85,7 +86,7 @@ def index_options(use: str) -> list:
         help="--index: the n of the n-grams looked up (tokens of the index's tokenizer)."),
     click.option("--max-overlap", default=0.2, show_default=True, type=float,
         help="--index: a non-member with at least this share of its n-grams in the corpus "
-        "is contradicted."),
+        f"is {verdict}."),
     ]
 
 
@@ -233,7 +234,7 @@ RUN_OPTIONS = [
     *MODEL_OPTIONS,
     *index_options("each text's overlap with the corpus goes into scores.jsonl, each label "
                    "is checked, and the metrics are also given with the contradicted texts "
-                   "left out"),
+                   "left out", "contradicted"),
     click.option("--whole-training-set", is_flag=True,
         help="--index holds all the model was trained on: a member with no n-gram in it is "
         "contradicted too."),
@@ -563,6 +564,6 @@ BUILD_OPTIONS = [
         help="Folder for data.jsonl and manifest.json."),
     click.option("--overwrite", is_flag=True, help="Replace a build already in --output."),
     *index_options("non-members the corpus contains are dropped (cutoff, patentmia, "
-                   "dolma-book), counted in the manifest"),
+                   "dolma-book), counted in the manifest", "dropped"),
 ]
 FLAGS.update(_flag_table(BUILD_OPTIONS))  # BUILD_OPTIONS' parameters too (checked against the rest)
