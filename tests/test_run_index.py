@@ -233,3 +233,36 @@ def test_the_python_api_and_unlabelled_texts(world, tmp_path, capsys):
     assert all(r["contradicted"] is None for r in rows)
     assert {r["id"] for r in rows if r["overlap"] == 1.0} == {"n0", "n1", "n2", "n3"} | {
         f"m{i}" for i in range(19)}
+
+
+@pytest.mark.slow
+def test_a_sharded_index_one_folder_per_worker(world, tmp_path, capsys):
+    """Two workers' folders give the columns the one-folder index gives; one of them alone
+    is one sentence naming the worker missing."""
+    from transformers import AutoTokenizer
+
+    from pddkit.corpus.build import IndexSettings, build_index
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "docs.jsonl").write_text("".join(json.dumps({"text": d}) + "\n"
+                                               for d in world.documents))
+    tok = AutoTokenizer.from_pretrained(world.tokenizer_dir)
+    parts = [tmp_path / f"part-{w}" for w in (0, 1)]
+    for w, folder in enumerate(parts):
+        build_index([corpus], tok, str(world.tokenizer_dir), folder,
+                    IndexSettings(shards=2, workers=2, worker_id=w, threads=1, memory_gb=1))
+    capsys.readouterr()
+    base = ["run", "--model", world.model, "--data", world.data, "--methods", "loss",
+            "--no-blind", "--no-report", "--bootstrap", "0", "--device", "cpu"]
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, *base, "--index", parts[0], "--index", parts[1],
+                           "--output", out)
+    assert code == 0, err
+    texts = {r["id"]: r["text"] for r in world.rows}
+    for r in _scores(out):
+        assert {k: r[k] for k in COLUMNS} == world.plain.row(texts[r["id"]], N), r["id"]
+        assert bool(r["contradicted"]) == (r["id"] in world.planted)
+    code, _, err = run_cli(capsys, *base, "--index", parts[0], "--output", tmp_path / "o")
+    assert code == 1 and err.count("\n") == 1, err
+    assert "is incomplete: the manifest of worker 1 of 2 is missing" in err
