@@ -15,6 +15,7 @@ from dataclasses import fields
 
 import numpy as np
 
+from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.engine.config import RunConfig
 from pddkit.errors import PddkitError
@@ -253,7 +254,10 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
              n_bootstrap: int = 1000, seed: int = 0, blind: bool = True,
              blind_max_texts: int | None = None,
              documents: Sequence[str] | str = (), doc_features: str = "histogram",
-             split_words: int | None = None, max_texts: int | None = None) -> RunResult:
+             split_words: int | None = None, max_texts: int | None = None,
+             index: Sequence[str] = (), index_tokenizer: str | None = None,
+             index_n: int = DEFAULT_N, max_overlap: float = DEFAULT_MAX_OVERLAP,
+             whole_training_set: bool = False) -> RunResult:
     """Like `score`, with labels (1 member, 0 non-member): returns typed metrics per method,
     beside the model-free blind baseline.
 
@@ -348,6 +352,17 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
         split_words: Cut each text into consecutive texts of this many words, grouped by
             the text they came from.
         max_texts: With `split_words`: keep the first this many texts of each.
+        index: An infini-gram index of the training corpus (`pddkit corpus index`, or a
+            public one), one folder per worker of a sharded index: each text's overlap
+            with the corpus and each label checked (`RunResult.corpus`), and the metrics
+            also with the contradicted texts left out.
+        index_tokenizer: The tokenizer a public `index` was built with (a pddkit index
+            names its own, and refuses another).
+        index_n: The n of the token n-grams looked up in `index`.
+        max_overlap: A non-member with at least this share of its n-grams in the corpus
+            is contradicted.
+        whole_training_set: `index` holds all the model was trained on: a member with no
+            n-gram in it is contradicted too.
 
     Returns:
         The scores, metrics (AUC, TPR at low FPR, bootstrap intervals), the blind
@@ -359,5 +374,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
         options["documents"] = tuple(d.strip() for d in documents.split(",") if d.strip())
     else:
         options["documents"] = tuple(documents)
+    if not isinstance(index, str):  # one string: refused with one sentence (RunConfig.check)
+        options["index"] = tuple(str(f) for f in index)
     return _run(texts, labels, model, tokenizer, ref_model, ref_tokenizer, ids, groups, val_data,
                 options)

@@ -14,11 +14,12 @@ from pddkit.cli.app import cli
 @options.apply(options.BUILD_OPTIONS)
 def build(builder, members, nonmembers, inputs, words, member_before, nonmember_after,
           date_field, member_date_field, nonmember_date_field, text_field, snippet, language,
-          seed, output, overwrite) -> None:
+          seed, output, overwrite, index, index_tokenizer, index_n, max_overlap) -> None:
     """Build benchmark BUILDER (see `pddkit list`) into OUTPUT/data.jsonl, with a
     manifest.json of its sources (sha256), parameters, seed and counts."""
     from pddkit.data.builders import build as run_builder
 
+    options.check_index_flags(index)
     given = {"members": members or None, "nonmembers": nonmembers or None,
              "inputs": inputs or None, "words": words, "member_before": member_before,
              "nonmember_after": nonmember_after, "date_field": date_field,
@@ -26,6 +27,9 @@ def build(builder, members, nonmembers, inputs, words, member_before, nonmember_
              "nonmember_date_field": nonmember_date_field, "text_field": text_field,
              "snippet": snippet,
              "language": language, "seed": seed}
+    if index or index_tokenizer is not None:  # else the build's parameters are as before
+        given |= {"index": index, "index_tokenizer": index_tokenizer, "index_n": index_n,
+                  "max_overlap": max_overlap}
     out = run_builder(builder, output, overwrite=overwrite,
                       **{k: v for k, v in given.items() if v is not None})
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
@@ -42,6 +46,14 @@ def build(builder, members, nonmembers, inputs, words, member_before, nonmember_
     if skipped and any(skipped.values()):
         click.echo("  books shorter than one segment, skipped: "
                    + ", ".join(f"{v} at {k} words" for k, v in skipped.items()))
+    check = manifest["counts"].get("corpus_check")
+    if check is not None:
+        short = (f"; {check['nonmembers_too_short']} shorter than {check['n']} tokens kept "
+                 "unchecked" if check["nonmembers_too_short"] else "")
+        click.echo(f"  non-members the corpus contains, dropped: {check['nonmembers_dropped']} of "
+                   f"{check['nonmembers_checked']} checked (at least {check['max_overlap']:g} of "
+                   f"their {check['n']}-grams found in index {', '.join(check['index'])}, "
+                   f"tokenizer {check['tokenizer']}){short}")
     lang = "" if manifest["language"] == "en" else f" --language {manifest['language']}"
     click.echo(f"data: {out / 'data.jsonl'}, manifest: {out / 'manifest.json'}")
     click.echo(f"score it: pddkit run --model MODEL --data {out / 'data.jsonl'}{lang} "

@@ -71,6 +71,38 @@ def data_source(data, benchmark, data_dir, text_field, label_field, id_field, gr
                       data_split=data_split, language=language, on_invalid=on_invalid)
 
 
+def index_options(use: str, verdict: str) -> list:
+    """The corpus-index flags of `run` and `build`; `use`: what the command does with the
+    texts the corpus contains, `verdict`: what becomes of a non-member found (each
+    command's --help says only what it does)."""
+    return [
+    click.option("--index", multiple=True, type=click.Path(),
+        help="An infini-gram index of the training corpus (from `pddkit corpus index`, or a "
+        f"public one): {use}; repeatable, one folder per worker of a sharded index."),
+    click.option("--index-tokenizer", default=None,
+        help="The tokenizer (folder or hub id) a public --index was built with [default: the "
+        "one its pddkit manifest names; another is refused]."),
+    click.option("--index-n", default=13, show_default=True, type=int,
+        help="--index: the n of the n-grams looked up (tokens of the index's tokenizer)."),
+    click.option("--max-overlap", default=0.2, show_default=True, type=float,
+        help="--index: a non-member with at least this share of its n-grams in the corpus "
+        f"is {verdict}."),
+    ]
+
+
+def check_index_flags(index) -> None:
+    """--index-n or --max-overlap typed without --index: one sentence, not ignored."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    typed = [f"--{n.replace('_', '-')}" for n in ("index_n", "max_overlap")
+             if ctx.get_parameter_source(n) in (ParameterSource.COMMANDLINE,
+                                                ParameterSource.ENVIRONMENT)]
+    if typed and not index:
+        raise PddkitError(f"{' and '.join(typed)} set{'s' if len(typed) == 1 else ''} how "
+                          "texts are checked against a corpus index; give --index too")
+
+
 RUN_OPTIONS = [
     click.option("--model", required=True,
         help="Target model: local directory or hub id (--backend openai: the served name)."),
@@ -200,6 +232,12 @@ RUN_OPTIONS = [
     click.option("--overwrite", is_flag=True,
         help="Replace the pddkit results already in --output (else such a folder is refused)."),
     *MODEL_OPTIONS,
+    *index_options("each text's overlap with the corpus goes into scores.jsonl, each label "
+                   "is checked, and the metrics are also given with the contradicted texts "
+                   "left out", "contradicted"),
+    click.option("--whole-training-set", is_flag=True,
+        help="--index holds all the model was trained on: a member with no n-gram in it is "
+        "contradicted too."),
 ]
 
 
@@ -220,7 +258,8 @@ RUN_SECTIONS = (
                  "--probe-data", "--probe-load",
                  "--probe-lrs", "--probe-lora", "--probe-standardize")),
     ("Evaluation", ("--val-fraction", "--val-data", "--bootstrap", "--seed", "--documents",
-                    "--doc-features", "--no-blind", "--blind-max-texts")),
+                    "--doc-features", "--no-blind", "--blind-max-texts", "--index",
+                    "--index-tokenizer", "--index-n", "--max-overlap", "--whole-training-set")),
     ("Output", ("--output", "--overwrite", "--no-report")),
     ("Engine", ("--device", "--batch-size", "--padding-side", "--cache", "--engine",
                 "--ray-address", "--actors", "--gpus-per-actor")),
@@ -524,5 +563,7 @@ BUILD_OPTIONS = [
     click.option("--output", required=True, type=click.Path(),
         help="Folder for data.jsonl and manifest.json."),
     click.option("--overwrite", is_flag=True, help="Replace a build already in --output."),
+    *index_options("non-members the corpus contains are dropped (cutoff, patentmia, "
+                   "dolma-book), counted in the manifest", "dropped"),
 ]
 FLAGS.update(_flag_table(BUILD_OPTIONS))  # BUILD_OPTIONS' parameters too (checked against the rest)

@@ -30,7 +30,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         probe_data, probe_load, probe_lrs, probe_lora,
         probe_standardize,
         no_blind, blind_max_texts, no_report, overwrite, device, dtype, trust_remote_code,
-        local_files_only) -> None:
+        local_files_only, index, index_tokenizer, index_n, max_overlap, whole_training_set) -> None:
     """Score texts with every requested method; metrics when they are labelled."""
     from pddkit import output_dir
     from pddkit.data import load_table
@@ -38,6 +38,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.engine.run import run_dataset
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
+    options.check_index_flags(index)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
     if quantize is not None and engine == "local":  # no GPU: one sentence before data loads
         from pddkit.backends.hf_loading import check_quantize
@@ -72,7 +73,9 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
                        probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid,
                        documents=options.names(documents, "--documents"), doc_features=doc_features,
-                       split_words=split_words, max_texts=max_texts)
+                       split_words=split_words, max_texts=max_texts, index=tuple(index),
+                       index_tokenizer=index_tokenizer, index_n=index_n, max_overlap=max_overlap,
+                       whole_training_set=whole_training_set)
     val_dataset = load_table(val_data, on_invalid=on_invalid) if val_data else None
 
     def for_cli(r):  # notices as a command-line user reads them (flags, not parameter names)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
 from pddkit.errors import PddkitError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -68,11 +69,34 @@ class RunConfig:
     paraphraser_backend: str = "hf"  # "hf" (loaded here) or "openai" (served)
     paraphraser_api_base: str | None = None  # the served paraphraser's URL (default: `api_base`)
     paraphraser_tokenizer: str | None = None  # the served paraphraser's tokenizer (default: its name)
+    # the labels checked against the training corpus (engine/corpus_stage.py): an infini-gram
+    # index, one folder per worker of a sharded one; its tokenizer (only for an index without
+    # pddkit's manifest); the n-gram length; a non-member at or above `max_overlap` of its
+    # n-grams found is contradicted; with `whole_training_set`, a member with none found too
+    index: tuple[str, ...] = ()
+    index_tokenizer: str | None = None
+    index_n: int = DEFAULT_N
+    max_overlap: float = DEFAULT_MAX_OVERLAP
+    whole_training_set: bool = False
 
     @property
     def fixed_batch_size(self) -> int:
         """The batch size of the passes that do not search for one (probe, neighbours)."""
         return 8 if self.batch_size == "auto" else int(self.batch_size)
+
+    def _index_rules(self) -> list[tuple[bool, str]]:
+        given = "" if self.index else "; give `index` too"
+        return [
+            (not isinstance(self.index, str),
+             f"`index` is a list of index folders such as ({self.index!r},), not one string"),
+            (self.index_n >= 1, f"`index_n` must be at least 1 token, not {self.index_n}"),
+            (0 < self.max_overlap <= 1,
+             f"`max_overlap` must be a share in (0, 1], not {self.max_overlap}"),
+            (self.index_tokenizer is None or bool(self.index),
+             f"`index_tokenizer` names the tokenizer of a corpus index{given}"),
+            (not self.whole_training_set or bool(self.index),
+             f"`whole_training_set` says what a corpus index holds{given}"),
+        ]
 
     def check(self) -> RunConfig:
         """Every option's value, checked before anything loads; errors name the parameter."""
@@ -141,6 +165,7 @@ class RunConfig:
              or bool(self.paraphraser_api_base or self.api_base),
              "a served `paraphraser` needs `paraphraser_api_base`, its server's URL"),
         ]
+        rules += self._index_rules()
         for ok, message in rules:
             if not ok:
                 raise PddkitError(message)

@@ -17,6 +17,7 @@ from pddkit.data.samples import Dataset
 from pddkit.engine.blind_job import BlindJob, unfit_reason
 from pddkit.engine.calibration_pass import calibration_set
 from pddkit.engine.config import RunConfig
+from pddkit.engine.corpus_stage import open_corpus
 from pddkit.engine.executors import make_executor
 from pddkit.engine.passes import PassContext, describe
 from pddkit.engine.plan import Resources, make_plan, unused_resources
@@ -107,13 +108,15 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
     the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
     chosen on the validation texts and all metrics are measured on the test texts only.
     `on_scored(result)` receives the scores and metrics before the optional stages
-    (engine/stages.py: validation summary, blind baseline, document level) run, each
+    (engine/stages.py: validation summary, blind baseline, corpus check, document
+    level) run, each
     guarded: one that is skipped or fails is a notice, and the rest is returned.
     """
     from pddkit.provenance import Provenance, known_fingerprint, now
 
     started = now()
     config.check()
+    corpus_index = open_corpus(config)  # a folder that is not an index: one sentence, no model
     if config.split_words is not None:  # each row a document, cut into consecutive texts
         from pddkit.data.split_words import split_documents
 
@@ -228,7 +231,8 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
                 zip(("target", "reference"), map(known_fingerprint, opened)))),
         )
         # the scores are the caller's (on_scored: the CLI writes them) before anything optional
-        stages = optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip)
+        stages = optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip,
+                                 corpus_index)
         return run_stages(scored, stages, on_start=on_scored)
     except BaseException:
         if blind is not None:  # nobody will ask for it now

@@ -3,7 +3,8 @@
 `run_dataset` (engine/run.py: `pddkit run`, the Python API, the sandbox) scores every
 method and measures its metrics, hands that result to the caller's `on_scored` (the CLI
 writes scores.jsonl and results.json there), and only then runs its optional stages in
-turn: the validation summary, the blind baseline and the document level; the CLI adds the
+turn: the validation summary, the blind baseline, the corpus check (engine/corpus_stage.py)
+and the document level; the CLI adds the
 report (its tables and plots). Each is guarded the same way by `run_stages`:
 - done: the stage's result replaces the run's;
 - skipped: the stage does not apply to these data (it raised `StageSkippedError`, or its `skip`
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 REASON_CHARS = 300  # the longest reason kept in a notice (an exception's first line)
 # the run's optional stages, by name (results.json `stages`, the notices)
 VALIDATION, BLIND, DOCUMENTS = "validation summary", "blind baseline", "document level"
+CORPUS = "corpus check"  # the labels checked against the training corpus (`index`)
 REPORT = "report"  # report.html / report.md with their plots (the CLI's last stage)
 
 
@@ -98,11 +100,13 @@ def _record(result: RunResult, name: str, status: str, reason: str) -> RunResult
 
 # -- the optional stages of a run (engine/run.py) ---------------------------------------------
 
-def optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip: str | None
-                    ) -> list[Stage]:
+def optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip: str | None,
+                    corpus_index=None) -> list[Stage]:
     """The stages `run_dataset` runs after the scores, in order: the validation summary
     (with a validation split), the blind baseline (labelled runs; `blind` its BlindJob,
-    `blind_skip` the reason it was not started), the document level (`config.documents`;
+    `blind_skip` the reason it was not started), the corpus check (`corpus_index`, opened
+    by engine/corpus_stage.open_corpus; after the blind baseline, whose metrics it measures
+    again without the contradicted texts too), the document level (`config.documents`;
     after the blind baseline, whose scores it aggregates too)."""
     stages = []
     if val_idx is not None:
@@ -110,6 +114,12 @@ def optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip
                                                                     config)))
     if blind is not None or blind_skip is not None:
         stages.append(Stage(BLIND, lambda r: _blind_stage(r, blind), skip=blind_skip))
+    if corpus_index is not None:
+        from pddkit.engine.corpus_stage import corpus_stage
+
+        texts = [s.text for s in dataset.samples]
+        stages.append(Stage(CORPUS, lambda r: corpus_stage(r, texts, corpus_index, config,
+                                                           test_idx)))
     if config.documents:
         stages.append(Stage(DOCUMENTS, lambda r: _documents_stage(r, dataset, config, table,
                                                                   test_idx)))

@@ -58,6 +58,9 @@ class RunResult:
     stages: dict = field(default_factory=dict)
     # folders written beside scores.jsonl: name (fsd-adapter) -> an object with save(path)
     folders: dict = field(default_factory=dict)
+    # the labels checked against the training corpus (`index`): evaluation.corpus_check.
+    # CorpusCheck; its columns in scores.jsonl, its counts and metrics in results.json
+    corpus: object | None = None
 
     def __repr__(self) -> str:
         c = self.counts
@@ -80,6 +83,8 @@ class RunResult:
         parts = [terminal.scored_line(self)]
         parts.append(terminal.metrics_table(self) if self.labelled
                      else terminal.unlabelled_summary(self, top=10, texts=texts))
+        if self.corpus is not None:
+            parts.append(terminal.corpus_lines(self))
         if self.validation:
             parts.append(terminal.validation_table(self))
         if self.documents is not None:
@@ -166,13 +171,23 @@ class RunResult:
                                     for k, v in m.subsets.items()}} if counts else {}),
                     "validation": (self.validation[m.label].to_dict()
                                    if m.label in self.validation else None),
+                    **self._without_contradicted(m.label),
                 }
                 for m in self.methods
             },
+            **({"corpus_check": self.corpus.to_dict(self.labels)} if self.corpus is not None
+               else {}),
             "metrics_on": "test part" if self.splits else "all texts",
             **({"documents": self.documents.to_dict()} if self.documents is not None else {}),
             "provenance": provenance_dict(self.provenance),
         }
+
+    def _without_contradicted(self, label: str) -> dict:
+        """results.json's `metrics_without_contradicted` of a method, beside `metrics`."""
+        if self.corpus is None or label not in self.corpus.metrics:
+            return {}
+        m = self.corpus.metrics[label]
+        return {"metrics_without_contradicted": None if m is None else m.to_dict()}
 
     def write_results(self, out_dir: str | Path) -> Path:
         """Write results.json alone into `out_dir` (after a stage that changed only it)."""
@@ -212,6 +227,8 @@ class RunResult:
                 if named:
                     row["subset"] = self.subsets[i]
                 row.update({m.label: float(m.scores[i]) for m in self.methods})
+                if self.corpus is not None:  # the text against the training corpus
+                    row.update(self.corpus.columns(i))
                 fh.write(json.dumps(row) + "\n")
         return out
 

@@ -13,10 +13,13 @@ from pddkit.reporting import plots
 from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_page
 from pddkit.reporting.run_tables import (
     blind_subset_warning,
+    corpus_sentence,
+    corpus_table,
     metrics_table,
     subset_table,
     validation_table,
 )
+from pddkit.reporting.table import Num, Table
 
 
 def load_results(out_dir: str | Path) -> tuple[dict, list[dict]]:
@@ -194,6 +197,39 @@ def _document_blocks(results: dict, out: Path) -> list:
     return blocks
 
 
+CONTRADICTED_SHOWN = 20  # the contradicted texts listed in the report (all in scores.jsonl)
+
+
+def _corpus_blocks(results: dict, rows: list[dict]) -> list:
+    """The corpus check: its sentence, the metrics with the contradicted texts left out
+    beside those on all texts, and the contradicted texts (the first CONTRADICTED_SHOWN,
+    highest overlap first)."""
+    sentence = corpus_sentence(results)
+    if sentence is None:
+        return []
+    check = results["corpus_check"]
+    blocks: list = [Notice((sentence,), kind="warn" if check["counts"]["contradicted"] else "ok",
+                           id="corpus-check-line")]
+    table = corpus_table(results)
+    if table is not None:
+        blocks.append(table)
+    hit = sorted((r for r in rows if r.get("contradicted")),
+                 key=lambda r: (-(r["overlap"] or 0.0), str(r["id"])))
+    if hit:
+        n = check["n"]
+        shown = tuple((str(r["id"]), "member" if r["label"] == 1 else "non-member",
+                       Num(r["overlap"]), str(r["longest_match"]), str(r["count"]),
+                       r["contradicted"]) for r in hit[:CONTRADICTED_SHOWN])
+        more = (f"{len(hit) - CONTRADICTED_SHOWN} more in scores.jsonl (column 'contradicted')."
+                if len(hit) > CONTRADICTED_SHOWN else "All of them; scores.jsonl has every "
+                "text's overlap.")
+        blocks.append(Table(header=("id", "label", f"share of {n}-grams found",
+                                    "longest match (tokens)", "count of the whole text", "why"),
+                            rows=shown, title="Contradicted labels", notes=(more,),
+                            id="contradicted"))
+    return blocks
+
+
 class _FigureMemo:
     """The run's figures kept in the statistics cache's memo (when the run used one and
     that cache folder exists here: a results folder from elsewhere creates nothing), keyed
@@ -273,6 +309,7 @@ def write_report(out_dir: str | Path, title: str | None = None) -> tuple[Path, P
     validated = validation_table(results)
     if validated.rows:
         blocks.append(validated)
+    blocks += _corpus_blocks(results, rows)
     blocks += _images(results, rows)
     blocks += _document_blocks(results, out)
     cache = cache_line(counts)

@@ -193,3 +193,65 @@ def validation_table(results: dict) -> Table:
                  notes=("Metrics on the test part. The oracle is the value that did best on the "
                         "test set itself: shown for comparison, not a real result.",),
                  id="validation")
+
+
+def corpus_sentence(results: dict) -> str | None:
+    """'labels checked against the corpus (index ...): K contradicted (...)', from
+    results.json's `corpus_check`; None without one."""
+    check = results.get("corpus_check")
+    if not check:
+        return None
+    c, n = check["counts"], check["n"]
+    where = (f"index {check['index']}, tokenizer {check['tokenizer']}"
+             + ("" if check["built_by_pddkit"] else
+                " as given for this public index, texts queried as given"))
+    short = (f"; {counted(c['too_short'], 'text')} shorter than {n} tokens "
+             f"{'has' if c['too_short'] == 1 else 'have'} no {n}-gram and "
+             f"{'was' if c['too_short'] == 1 else 'were'} not checked" if c["too_short"] else "")
+    if c["too_short_members"] is None:  # unlabelled: nothing to contradict
+        return (f"texts measured against the corpus ({where}): the share of their {n}-grams "
+                f"found is in scores.jsonl; no labels to check{short}")
+    reasons = [f"{c['nonmembers_found']} non-member{'' if c['nonmembers_found'] == 1 else 's'} "
+               f"with at least {check['max_overlap']:.0%} of {n}-grams found"]
+    if check["whole_training_set"]:
+        reasons.append(f"{c['members_not_found']} member{'' if c['members_not_found'] == 1 else 's'}"
+                       f" with none found")
+    return (f"labels checked against the corpus ({where}): {c['contradicted']} contradicted "
+            f"({', '.join(reasons)}) of {c['checked']} checked{short}")
+
+
+def corpus_table(results: dict, terminal: bool = False) -> Table | None:
+    """Rows = methods with metrics; the AUC (and TPR at 1% FPR) on all texts beside those
+    with the contradicted texts left out; None when no label was contradicted where the
+    metrics are (both would be the same)."""
+    check = results.get("corpus_check")
+    if not check or not check["counts"]["left_out_of_metrics"]:
+        return None
+    methods = {k: v for k, v in results["methods"].items()
+               if v["metrics"] and "metrics_without_contradicted" in v}
+    if not methods:
+        return None
+
+    def cells(m: dict | None) -> tuple[Num, Num]:
+        if m is None:
+            return Num(None), Num(None)
+        return Num(m["auc"], tuple(m["auc_ci"]) if not terminal else None), Num(m["tpr@0.01"])
+
+    rows = tuple((k, *cells(v["metrics"]), *cells(v["metrics_without_contradicted"]))
+                 for k, v in methods.items())
+    first = next(v["metrics_without_contradicted"] for v in methods.values())
+    left = check["counts"]["left_out_of_metrics"]
+    on = results.get("metrics_on", "all texts")
+    notes = (f"{counted(left, 'contradicted text')} left out of the second pair of columns"
+             + ("" if first is None else f" ({counted(first['n_members'], 'member')}, "
+                f"{counted(first['n_nonmembers'], 'non-member')} left)")
+             + ("" if on == "all texts" else f"; both on the {on}")
+             + ". The contradicted texts are marked in scores.jsonl (column 'contradicted')."
+             + ("" if first is not None else " One class has no text left: no metrics."),)
+    baseline = frozenset(i for i, k in enumerate(methods) if k == "blind")
+    ci = "" if terminal else " [95% CI]"
+    return Table(header=("method", f"AUC, all texts{ci}", "TPR@1%FPR, all",
+                         f"AUC, contradicted left out{ci}", "TPR@1%FPR, left out"),
+                 rows=rows, title="Metrics on all texts and with the labels the corpus "
+                 "contradicts left out" + (":" if terminal else ""),
+                 baseline=baseline, notes=notes, id="corpus-check")

@@ -41,6 +41,18 @@ def validation_table(result: RunResult) -> str:
     return "\n".join(["", *to_text(table)])
 
 
+def corpus_lines(result: RunResult) -> str:
+    """The corpus check: 'labels checked against the corpus (...): K contradicted', then,
+    when some texts the metrics are on were contradicted, the metrics with them left out
+    beside those on all texts."""
+    results = result.to_dict()
+    lines = ["", run_tables.corpus_sentence(results)]
+    table = run_tables.corpus_table(results, terminal=True)
+    if table is not None:
+        lines += to_text(table)
+    return "\n".join(lines)
+
+
 def documents_table(result: RunResult) -> str:
     """The document level: metrics over documents, then the AUC by texts per
     document; unlabelled: the number of documents scored (their scores are in documents.jsonl)."""

@@ -49,7 +49,7 @@ class BuilderSpec:
 
 
 BUILDERS: Registry[BuilderSpec] = Registry("builder")
-PATH_PARAMETERS = {"members", "nonmembers", "inputs"}
+PATH_PARAMETERS = {"members", "nonmembers", "inputs", "index"}
 
 
 def register_builder(name: str, description: str):

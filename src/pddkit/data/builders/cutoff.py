@@ -12,7 +12,9 @@ on neither side are dropped and counted; one on both (possible only with two fie
 error naming it. For each length N in `words`, each document gives one
 N-word snippet: at a seeded random word offset (`snippet='random'`), or its first N words
 (`snippet='first'`, WikiMIA's recipe); shorter documents are dropped. Each length is a
-bucket (`subset` = N), balanced by seeded down-sampling of its larger side.
+bucket (`subset` = N), balanced by seeded down-sampling of its larger side. With `index`
+(an infini-gram index of the training corpus, corpus_filter.py), non-member snippets the
+corpus contains are dropped before the balancing, and counted.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 
+from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
 from pddkit.data.builders import Built, paths, register_builder, source, word_counts
+from pddkit.data.builders.corpus_filter import CorpusFilter, open_filter
 from pddkit.data.builders.words import snippet as cut
 from pddkit.data.builders.words import word_spans
 from pddkit.data.jsonl import read_lines
@@ -169,22 +173,27 @@ def _snippets(docs: list[Document], n: int, mode: str, language: str,
 def cutoff(*, inputs: object = (), member_before: object = None, nonmember_after: object = None,
            words: object = (32, 64, 128, 256), snippet: str = "random", language: str = "en",
            seed: int = 0, date_field: str | None = None, member_date_field: str | None = None,
-           nonmember_date_field: str | None = None, text_field: str | None = None) -> Built:
+           nonmember_date_field: str | None = None, text_field: str | None = None,
+           index: object = (), index_tokenizer: str | None = None, index_n: int = DEFAULT_N,
+           max_overlap: float = DEFAULT_MAX_OVERLAP) -> Built:
     """Balanced member / non-member snippets per length; see the module docstring.
     `date_field` names the date of both sides (default `date`); `member_date_field` /
     `nonmember_date_field` name one side's; `text_field` the text (default `text`, else
-    `input`)."""
+    `input`); `index` (folders), `index_tokenizer` (a public index's), `index_n`,
+    `max_overlap`: non-members the corpus contains are dropped."""
     return _cutoff(inputs, member_before, nonmember_after, words, snippet, language, seed,
                    date_field, member_date_field, nonmember_date_field, text_field,
-                   ("date", "date"))
+                   ("date", "date"), open_filter(index, index_tokenizer, index_n, max_overlap))
 
 
 def _cutoff(inputs: object, member_before: object, nonmember_after: object, words: object,
             snippet: str, language: str, seed: int, date_field: str | None,
             member_date_field: str | None, nonmember_date_field: str | None,
-            text_field: str | None, default_fields: tuple[str, str]) -> Built:
+            text_field: str | None, default_fields: tuple[str, str],
+            corpus: CorpusFilter | None = None) -> Built:
     """cutoff and patentmia: the date fields not given are `date_field`, else
-    `default_fields` (member side, non-member side)."""
+    `default_fields` (member side, non-member side); `corpus` drops the non-member snippets
+    the training corpus contains."""
     files = paths(inputs)
     if not files:
         raise PddkitError("the cutoff needs `inputs` (JSONL files with text and date)")
@@ -223,6 +232,17 @@ def _cutoff(inputs: object, member_before: object, nonmember_after: object, word
         if not cut_docs[1] or not cut_docs[0]:
             name = "member" if not cut_docs[1] else "non-member"
             raise PddkitError(f"no {name} document has {n} words; leave {n} out of `words`")
+        long_enough = len(cut_docs[0])
+        if corpus is not None:  # before the balancing: the buckets stay balanced
+            before = corpus.tally["nonmembers_dropped"]
+            kept = corpus.nonmembers_to_keep([t for _, t in cut_docs[0]],
+                                             [f"{d.id}@{n}" for d, _ in cut_docs[0]])
+            cut_docs[0] = [x for x, k in zip(cut_docs[0], kept) if k]
+            if not cut_docs[0]:
+                raise PddkitError(f"the corpus contains every non-member snippet of {n} words "
+                                  f"({corpus.tally['nonmembers_dropped'] - before} found at or "
+                                  f"above `max_overlap` {corpus.max_overlap:g}): no non-member "
+                                  f"is left at {n} words")
         keep = min(len(cut_docs[1]), len(cut_docs[0]))
         for label in (1, 0):
             picked = sorted(rng.sample(range(len(cut_docs[label])), keep))
@@ -231,7 +251,9 @@ def _cutoff(inputs: object, member_before: object, nonmember_after: object, word
                       "subset": str(n)} for i in picked]
         buckets[str(n)] = {"members": keep, "nonmembers": keep,
                            "members_long_enough": len(cut_docs[1]),
-                           "nonmembers_long_enough": len(cut_docs[0])}
+                           "nonmembers_long_enough": long_enough}
+        if corpus is not None:
+            buckets[str(n)]["nonmembers_in_corpus"] = long_enough - len(cut_docs[0])
     counts = {"documents": len(docs), "members": len(sides[1]), "nonmembers": len(sides[0]),
               "between_cutoffs": len(docs) - len(sides[1]) - len(sides[0]), "buckets": buckets}
     missing = {member_date_field: sum(d.member_day is None for d in docs),
@@ -243,6 +265,9 @@ def _cutoff(inputs: object, member_before: object, nonmember_after: object, word
                  f"{'members' if name == member_date_field else 'non-members'} (counted among "
                  "those between the cutoffs when not on the other side)"
                  for name, n in missing.items() if n]
+    if corpus is not None:
+        counts["corpus_check"] = corpus.record()
+        notes.append(corpus.note("cutoff"))
     return Built(rows=tuple(rows), sources=tuple(sources), counts=counts, language=language,
                  notes=tuple(notes))
 
@@ -254,10 +279,13 @@ def patentmia(*, inputs: object = (), member_before: object = "2023-01-01",
               nonmember_after: object = "2024-03-01", words: object = (512,),
               snippet: str = "random", language: str = "zh", seed: int = 0,
               date_field: str | None = None, member_date_field: str | None = None,
-              nonmember_date_field: str | None = None, text_field: str | None = None) -> Built:
+              nonmember_date_field: str | None = None, text_field: str | None = None,
+              index: object = (), index_tokenizer: str | None = None, index_n: int = DEFAULT_N,
+              max_overlap: float = DEFAULT_MAX_OVERLAP) -> Built:
     """The cutoff builder with the PatentMIA paper's settings as defaults: members by
     publication date, non-members by priority date (the paper's section 3); `date_field`
-    replaces both."""
+    replaces both; `index` as cutoff's."""
     return _cutoff(inputs, member_before, nonmember_after, words, snippet, language, seed,
                    date_field, member_date_field, nonmember_date_field, text_field,
-                   ("publication_date", "priority_date"))
+                   ("publication_date", "priority_date"),
+                   open_filter(index, index_tokenizer, index_n, max_overlap))

@@ -6,7 +6,9 @@ consecutive N-word segments; `head` is the first, `middle` segment `len // 2`, `
 last. One row per book, position and N: `subset` = position ("head/512" when several N
 are built), `group` = book, so folds keep a book whole. A book with fewer than three
 segments of N words (head, middle and tail would repeat a text) is skipped for that N and
-counted in the manifest (`skipped_too_short`).
+counted in the manifest (`skipped_too_short`). With `index` (an infini-gram index of the
+training corpus, corpus_filter.py), non-member segments the corpus contains are dropped
+and counted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
 from pddkit.data.builders import Built, paths, register_builder, source, word_counts
+from pddkit.data.builders.corpus_filter import open_filter
 from pddkit.data.builders.words import snippet, word_spans
 from pddkit.errors import PddkitError
 
@@ -54,12 +58,17 @@ def positions(n_segments: int) -> dict[str, int]:
 @register_builder("dolma-book", "SURP, Zhang & Wu 2024: head/middle/tail N-word segments "
                   "of member and non-member Gutenberg books; subset = position")
 def dolma_book(*, members: object = None, nonmembers: object = None,
-               words: object = (512, 1024), language: str = "en") -> Built:
-    """Rows for every member (label 1) and non-member (label 0) book; see the module doc."""
+               words: object = (512, 1024), language: str = "en", index: object = (),
+               index_tokenizer: str | None = None, index_n: int = DEFAULT_N,
+               max_overlap: float = DEFAULT_MAX_OVERLAP) -> Built:
+    """Rows for every member (label 1) and non-member (label 0) book; see the module doc.
+    `index` (folders), `index_tokenizer` (a public index's), `index_n`, `max_overlap`:
+    non-member segments the corpus contains are dropped."""
     from pddkit.sandbox.corpus import strip_gutenberg
 
     if members is None or nonmembers is None:
         raise PddkitError("dolma-book needs `members` and `nonmembers` (folders of .txt books)")
+    corpus = open_filter(index, index_tokenizer, index_n, max_overlap)
     lengths = word_counts(words)
     books = {1: book_files(members, "members"), 0: book_files(nonmembers, "nonmembers")}
     both = {n for n, _ in books[1]} & {n for n, _ in books[0]}
@@ -99,6 +108,16 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
     if undecodable:
         notes.append(f"dolma-book read {undecodable} books that are not UTF-8 with replacement "
                      "characters")
+    if corpus is not None and any(r["label"] == 0 for r in rows):
+        nonmembers = [r for r in rows if r["label"] == 0]
+        kept = iter(corpus.nonmembers_to_keep([r["text"] for r in nonmembers],
+                                              [r["id"] for r in nonmembers]))
+        rows = [r for r in rows if r["label"] == 1 or next(kept)]
+        notes.append(corpus.note("dolma-book"))
+        if not any(r["label"] == 0 for r in rows):
+            raise PddkitError(f"the corpus contains every non-member segment ({len(nonmembers)} "
+                              f"found at or above `max_overlap` {corpus.max_overlap:g}): no "
+                              "non-member is left")
     if not any(r["label"] == 1 for r in rows) or not any(r["label"] == 0 for r in rows):
         side = "member" if not any(r["label"] == 1 for r in rows) else "non-member"
         raise PddkitError(f"no {side} book is at least {MIN_SEGMENTS} x {lengths[0]} words "
@@ -106,6 +125,8 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
     counts = {"books": {"members": len(books[1]), "nonmembers": len(books[0])},
               "skipped_too_short": too_short, "undecodable_books": undecodable,
               "rows_per_subset": _per_subset(rows)}
+    if corpus is not None:
+        counts["corpus_check"] = corpus.record()
     return Built(rows=tuple(rows), sources=tuple(sources), counts=counts, language=language,
                  notes=tuple(notes))
 
