@@ -286,5 +286,10 @@ def test_pddkit_run_on_the_tree(repo, tmp_path, capsys):
     assert [(r["id"], r["label"], r["subset"]) for r in rows] == [
         (s.id, s.label, s.subset) for s in expected.samples]
     assert len(rows) == 5 * 2 * K and all(isinstance(r["loss"], float) for r in rows)
+    # the released overlap columns reach scores.jsonl beside the scores
+    by_id = {r["id"]: r for r in rows}
+    assert by_id["non-member_pretraining_dclm_test/1"]["7b_13-gram_overlap_score"] == 0.011
+    assert by_id["non-member_pretraining_dclm_test/1"]["1b_13-gram_overlap_score"] == 0.01
+    assert not any("13-gram" in k for r in rows if r["label"] == 1 for k in r)
     res = json.loads((out / "results.json").read_text())
     assert res["counts"]["members"] == 5 * K and res["counts"]["nonmembers"] == 5 * K

@@ -60,8 +60,10 @@ class IndexSettings:
                               f"({self.workers}): each worker builds shards/workers shards")
         if not 0 <= self.worker_id < self.workers:
             raise PddkitError(f"`worker_id` must be in 0..{self.workers - 1}")
-        if self.batch_docs < 1 or self.checkpoint_mb < 1 or self.memory_gb < 1:
-            raise PddkitError("`batch_docs`, `checkpoint_mb` and `memory_gb` must be at least 1")
+        if self.batch_docs < 1 or self.memory_gb < 1:
+            raise PddkitError("`batch_docs` and `memory_gb` must be at least 1")
+        if self.checkpoint_mb < 1:
+            raise PddkitError("checkpoint_mb must be at least 1")
 
     @property
     def my_shards(self) -> list[int]:
@@ -259,7 +261,7 @@ def _suffix_array(out: Path, s: int, width: int, settings: IndexSettings) -> Non
     parts, merged = tmp / "parts", tmp / "merged"
     parts.mkdir(parents=True)
     merged.mkdir()
-    common = ["--data-file", str(ds), "--ratio", str(ratio), "--token-width", str(width)]
+    common = _args(data_file=ds, ratio=ratio, token_width=width)
     t0 = time.perf_counter()
     for first in range(0, jobs, cpus):
         running = []
@@ -268,22 +270,26 @@ def _suffix_array(out: Path, s: int, width: int, settings: IndexSettings) -> Non
             if lo >= size:
                 continue
             running.append(subprocess.Popen(
-                [str(binary), "make-part", *common, "--parts-dir", str(parts),
-                 "--start-byte", str(lo), "--end-byte", str(hi)],
+                [str(binary), "make-part", *common,
+                 *_args(parts_dir=parts, start_byte=lo, end_byte=hi)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         for p in running:
             _check(p.communicate()[1], p.returncode, "make-part", s)
     table = shard_path(out, "table", s)
     partial = table.with_name(table.name + ".partial")
-    for step, args in (("merge", ["--parts-dir", str(parts), "--merged-dir", str(merged),
-                                   "--hacksize", str(HACK)]),
-                       ("concat", ["--merged-dir", str(merged), "--merged-file", str(partial)])):
-        p = subprocess.run([str(binary), step, *common, *args, "--num-threads", str(cpus)],
+    for step, args in (("merge", _args(parts_dir=parts, merged_dir=merged, hacksize=HACK)),
+                       ("concat", _args(merged_dir=merged, merged_file=partial))):
+        p = subprocess.run([str(binary), step, *common, *args, *_args(num_threads=cpus)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _check(p.stderr, p.returncode, step, s)
     partial.replace(table)
     shutil.rmtree(tmp)
     logger.info("suffix array of shard %d (%d bytes) in %.1f s", s, size, time.perf_counter() - t0)
+
+
+def _args(**values) -> list[str]:
+    """rust_indexing's own command-line arguments (its flags are its names, dashed)."""
+    return [a for k, v in values.items() for a in ("-" * 2 + k.replace("_", "-"), str(v))]
 
 
 def _check(stderr: bytes, code: int, step: str, s: int) -> None:

@@ -226,6 +226,7 @@ def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
             folders=dict(table.extras.get("folders", {})),
             neighbors=table.extras.get("neighbor_sets"),
             probe=None if search is None else search.best,
+            record_fields=dataset.meta.get("record_fields"),
             # opened: the target's backend, then the reference model's when one loaded
             provenance=Provenance.collect(started, models=table.models, fingerprints=dict(
                 zip(("target", "reference"), map(known_fingerprint, opened)))),

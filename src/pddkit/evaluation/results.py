@@ -61,6 +61,9 @@ class RunResult:
     # the labels checked against the training corpus (`index`): evaluation.corpus_check.
     # CorpusCheck; its columns in scores.jsonl, its counts and metrics in results.json
     corpus: object | None = None
+    # columns a benchmark ships with each record (OLMo-Detect's released n-gram overlaps):
+    # id -> {column: value}, written beside the scores in scores.jsonl
+    record_fields: dict | None = None
 
     def __repr__(self) -> str:
         c = self.counts
@@ -229,6 +232,8 @@ class RunResult:
                 row.update({m.label: float(m.scores[i]) for m in self.methods})
                 if self.corpus is not None:  # the text against the training corpus
                     row.update(self.corpus.columns(i))
+                if self.record_fields:
+                    row.update(self.record_fields.get(sid, {}))
                 fh.write(json.dumps(row) + "\n")
         return out
 

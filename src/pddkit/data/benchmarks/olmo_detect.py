@@ -19,7 +19,8 @@ files hold no `text` and are not read). `<split>` is `dev` (tuning) or `test`.
 Labels come from the folder: `member/` 1, `non-member/` 0 (a row's own `label`, where one
 has it, must agree). Every row keeps `text` as the scored input; the overlap columns
 (`<size>_13-gram_overlap_score`, and `<size>_{prompt,chosen,rejected}_13-gram_overlap_score`
-in DPO) are kept per text in `Dataset.meta["record_fields"]` (id -> columns), and the
+in DPO) are kept per text in `Dataset.meta["record_fields"]` (id -> columns; `pddkit run`
+writes them into scores.jsonl), and the
 overlap of the text scored for the chosen `model` in `meta["overlap"]` (id -> share); a
 non-member at or above the benchmark's 0.2 is counted in `meta["nonmembers_at_or_over_0.2"]`
 and named in the log. `subset` = `stage/domain[/subset]`; DPO's chosen and rejected texts
