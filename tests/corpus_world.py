@@ -72,21 +72,36 @@ class PlainCounts:
         return best
 
     def row(self, text: str, n: int) -> dict:
-        """The overlap columns of `text`: its tokens, n-grams, n-grams found (the first one
-        also in its spelling after a space, as a text cut from inside a document begins),
-        their share, the longest run found, the whole text's count (both spellings)."""
+        """The overlap columns of `text`, by pddkit's documented rule, counted here: its own
+        spelling a; when a's first n-gram (all of a, when shorter) does not occur, also that
+        of " " + text, b, and the spelling with the larger share found (shorter than n: 1 if
+        all of it occurs) is reported whole, a on a tie; the count covers both spellings
+        (the shorter's alone when one ends with the other)."""
         a = self.ids(text)
         b = self.tok.encode(" " + normalised(text), add_special_tokens=False)
-        alt = len(b) == len(a) and b[1:] == a[1:] and b[0] != a[0]
-        ngrams = max(len(a) - n + 1, 0)
-        found = [self.occurs(a[i:i + n]) for i in range(ngrams)]
-        if alt and ngrams:
-            found[0] = found[0] or self.occurs(b[:n])
-        longest = max(self.longest(a), self.longest(b) if alt else 0)
-        count = self.grams(len(a))[tuple(a)] + (self.grams(len(b))[tuple(b)] if alt else 0)
-        return {"tokens": len(a), "ngrams": ngrams, "ngrams_found": sum(found),
-                "overlap": sum(found) / ngrams if ngrams else None, "longest_match": longest,
-                "count": count}
+
+        def measured(ids):
+            ngrams = max(len(ids) - n + 1, 0)
+            found = sum(self.occurs(ids[i:i + n]) for i in range(ngrams))
+            share = found / ngrams if ngrams else float(self.occurs(ids))
+            return {"tokens": len(ids), "ngrams": ngrams, "ngrams_found": found,
+                    "overlap": found / ngrams if ngrams else None,
+                    "longest_match": self.longest(ids)}, share
+
+        row, share = measured(a)
+        if b != a and not self.occurs(a[:n]):
+            row_b, share_b = measured(b)
+            if share_b > share:
+                row = row_b
+        count_a = self.grams(len(a))[tuple(a)]
+        count_b = self.grams(len(b))[tuple(b)] if b != a else 0
+        if b != a and len(b) > len(a) and tuple(b[-len(a):]) == tuple(a):
+            count = count_a
+        elif b != a and len(a) > len(b) and tuple(a[-len(b):]) == tuple(b):
+            count = count_b
+        else:
+            count = count_a + count_b
+        return {**row, "count": count}
 
 
 def auc_by_ranks(scores: list[float], labels: list[int]) -> float:

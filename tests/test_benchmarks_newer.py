@@ -261,6 +261,14 @@ def test_arxivtection_rows_titles_and_hub(tmp_path, monkeypatch):
     tection_csv(tmp_path / "other.csv", arxiv_rows(), COLUMNS)
     with pytest.raises(PddkitError, match="holds 2 CSV files"):
         load_benchmark("arxivtection", data_dir=tmp_path)
+    # the DE-COP repository's CSV (0_arXiTection_data.csv) names the title Paper_Name
+    repo = tmp_path / "decop"
+    repo.mkdir()
+    renamed = [{("Paper_Name" if k == "ID" else k): v for k, v in r.items()} for r in arxiv_rows()]
+    tection_csv(repo / "0_arXiTection_data.csv", renamed,
+                ["Paper_Name" if c == "ID" else c for c in COLUMNS])
+    assert [s.group for s in load_benchmark("arxivtection", data_dir=repo).samples] == [
+        s.group for s in ds.samples]
     asked = fake_datasets(monkeypatch, {("avduarte333/arXivTection", "train"): arxiv_rows()})
     assert [s.label for s in load_benchmark("arxivtection").samples] == [1, 1, 0, 0]
     assert asked == [("avduarte333/arXivTection", "train")]

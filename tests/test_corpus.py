@@ -292,8 +292,11 @@ def test_a_killed_indexing_run_resumes_to_the_same_index(tmp_path, gpt2_dir, cap
     for b in books:
         shutil.copy(b, corpus / b.name)
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    # --threads 4: each shard's suffix array in four parts, merged (infini-gram's path for
+    # large shards); its counts are checked against Python counts below
     assert main(["corpus", "index", "--corpus", str(corpus), "--tokenizer", str(gpt2_dir),
-                 "--output", str(whole), "--shards", "2", "--batch-docs", "1"]) == 0
+                 "--output", str(whole), "--shards", "2", "--batch-docs", "1",
+                 "--threads", "4"]) == 0
     code = ("from transformers import AutoTokenizer\n"
             "from pddkit.corpus.build import IndexSettings, build_index\n"
             f"tok = AutoTokenizer.from_pretrained({str(gpt2_dir)!r})\n"
@@ -320,6 +323,23 @@ def test_a_killed_indexing_run_resumes_to_the_same_index(tmp_path, gpt2_dir, cap
     for name in ("tokenized.0", "tokenized.1", "offset.0", "metadata.1", "table.0", "table.1"):
         assert (whole / name).read_bytes() == (resumed / name).read_bytes(), name
     assert not progress.exists()
+    # the multi-part suffix arrays count like Python over the stored token ids
+    from pddkit.corpus.build import HACK
+    from pddkit.corpus.index import open_index
+
+    assert all((whole / f"tokenized.{s}").stat().st_size // 4 >= 2 * HACK for s in (0, 1))
+    docs = []
+    for s in (0, 1):
+        a = np.fromfile(whole / f"tokenized.{s}", dtype="<u2")
+        cuts = np.flatnonzero(a == 0xFFFF)
+        docs += [a[c + 1:e].tolist() for c, e in zip(cuts, [*cuts[1:], len(a)])]
+    ix = open_index([whole])
+    rng = np.random.default_rng(1)
+    for n in (1, 3, 9, 30):
+        counts = Counter(tuple(d[i:i + n]) for d in docs for i in range(len(d) - n + 1))
+        keys = list(counts)
+        for q in [keys[int(i)] for i in rng.integers(0, len(keys), 150)]:
+            assert ix.count(list(q)) == counts[q], q
 
 
 def test_long_texts_encode_to_the_whole_texts_ids(gpt2_dir):
@@ -341,3 +361,135 @@ def test_normalisation_is_nfc_and_single_spaces():
     decomposed = "Cafe\u0301\t au\u00a0lait\n\n  re\u0301sume\u0301  "
     assert normalize_text(decomposed) == "Caf\u00e9 au lait r\u00e9sum\u00e9"
     assert normalize_text(decomposed) == _norm(decomposed)
+
+
+class _ListIndex:
+    """A corpus of one token list, counted by hand: what overlap.py asks of an index."""
+
+    normalize = False
+
+    def __init__(self, corpus, tokenizer):
+        self.corpus, self.tokenizer = corpus, tokenizer
+
+    def count(self, ids):
+        k = len(ids)
+        return sum(self.corpus[i:i + k] == list(ids) for i in range(len(self.corpus) - k + 1))
+
+    def match_lengths(self, ids):
+        out = []
+        for i in range(len(ids)):
+            k = 0
+            while i + k < len(ids) and self.count(ids[i:i + k + 1]):
+                k += 1
+            out.append(k)
+        return out
+
+
+class _SpaceTokenizer:
+    """SentencePiece's way with a leading space: " " + text is an extra piece (id 1) before
+    the text's own ids (one id per word, 10 + its length)."""
+
+    def encode(self, text, add_special_tokens=False):
+        return ([1] if text.startswith(" ") else []) + [10 + len(w) for w in text.split()]
+
+
+def test_whole_text_counts_once_when_one_spelling_holds_the_other():
+    from pddkit.corpus.overlap import measure_overlap
+
+    # "ab cde" is ids [12, 13]; the corpus holds it twice, once after the extra piece 1
+    index = _ListIndex([5, 1, 12, 13, 9, 12, 13, 7], _SpaceTokenizer())
+    (o,) = measure_overlap(index, ["ab cde"], n=2)
+    assert (o.tokens, o.ngrams, o.ngrams_found, o.longest_match, o.count) == (2, 1, 1, 2, 2)
+
+
+def test_damaged_and_undecodable_corpus_files(tmp_path, gpt2_dir, capsys):
+    import zstandard
+
+    lines = "".join(json.dumps({"text": f"document number {i} " * 40}) + "\n" for i in range(2000))
+    for name, blob in (("cut.jsonl.gz", gzip.compress(lines.encode())),
+                       ("cut.jsonl.zst", zstandard.ZstdCompressor().compress(lines.encode()))):
+        folder = tmp_path / name.split(".")[-1]
+        folder.mkdir()
+        (folder / name).write_bytes(blob[: len(blob) // 2])
+        err = _error(["corpus", "index", "--corpus", str(folder), "--tokenizer", str(gpt2_dir),
+                      "--output", str(tmp_path / f"ix-{name}")], capsys)
+        assert f"corpus file {folder.name}/{name} is damaged" in err and "rerun" in err
+    latin = tmp_path / "latin"
+    latin.mkdir()
+    (latin / "a.txt").write_bytes(b"plain words " * 1000 + b"caf\xe9 au lait")
+    assert main(["corpus", "index", "--corpus", str(latin), "--tokenizer", str(gpt2_dir),
+                 "--output", str(tmp_path / "ix-latin")]) == 0
+    m = json.loads((tmp_path / "ix-latin" / "pddkit-index.json").read_text())
+    assert m["replaced_lines"] == 1 and m["replaced_examples"] == ["latin/a.txt"]
+
+
+def test_a_run_stopped_after_tokenizing_or_between_suffix_arrays_resumes(world, tmp_path,
+                                                                         monkeypatch):
+    from transformers import AutoTokenizer
+
+    from pddkit.corpus import build
+
+    tok = AutoTokenizer.from_pretrained(world["tok"])
+    settings = build.IndexSettings(shards=2)
+    real_sa, real_manifest = build._suffix_array, build._manifest
+    for stop in ("second suffix array", "manifest"):
+        out = tmp_path / stop.replace(" ", "-")
+
+        def killed(*args, stop=stop, **kw):
+            raise KeyboardInterrupt(stop)
+
+        if stop == "manifest":
+            monkeypatch.setattr(build, "_manifest", killed)
+        else:
+            monkeypatch.setattr(build, "_suffix_array", lambda o, s, w, st: (
+                real_sa(o, s, w, st) if s == 0 else killed()))
+        with pytest.raises(KeyboardInterrupt):
+            build.build_index([world["src"]], tok, world["tok"], out, settings)
+        monkeypatch.setattr(build, "_suffix_array", real_sa)
+        monkeypatch.setattr(build, "_manifest", real_manifest)
+        m = build.build_index([world["src"]], tok, world["tok"], out, settings)
+        whole = json.loads((world["index"] / "pddkit-index.json").read_text())
+        for key in ("documents", "tokens", "skipped_lines", "skipped_examples", "skipped_files",
+                    "shard_files"):
+            assert m[key] == whole[key], (stop, key)
+        for name in ("tokenized.0", "tokenized.1", "table.0", "table.1", "offset.1"):
+            assert (out / name).read_bytes() == (world["index"] / name).read_bytes(), (stop, name)
+
+
+def test_index_folders_that_are_not_one_index(world, tmp_path, capsys, gpt2_dir):
+    data = _data(tmp_path / "d.jsonl", [{"text": NEW_TEXTS[0], "label": 0}])
+
+    def check(*folders):
+        args = [a for f in folders for a in ("--index", str(f))]
+        return _error(["corpus", "check", *args, "--data", str(data), "--output",
+                       str(tmp_path / "o"), "--overwrite"], capsys)
+
+    assert "is given twice" in check(world["index"], world["index"])
+    assert "is a whole index by itself" in check(world["index"], _copy(world["index"], tmp_path / "b"))
+    public = tmp_path / "public"
+    public.mkdir()
+    for f in world["index"].glob("*.[0-9]"):
+        shutil.copy(f, public / f.name)
+    assert "has no pddkit manifest but" in check(public, world["index"])
+    odd = _copy(world["index"], tmp_path / "odd")
+    (odd / "pddkit-index.json").write_text(json.dumps({"format": "x"}))
+    assert "is not a pddkit index manifest (it lacks tokenizer" in check(odd)
+    (odd / "pddkit-index.json").write_text("[1, 2]")
+    assert "is not a pddkit index manifest (it lacks a JSON object)" in check(odd)
+    # two workers' parts of different corpora
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in NEW_TEXTS))
+    parts = []
+    for w, src in ((0, world["src"]), (1, other)):
+        parts.append(tmp_path / f"w{w}")
+        assert main(["corpus", "index", "--corpus", str(src), "--tokenizer", str(gpt2_dir),
+                     "--output", str(parts[-1]), "--shards", "2", "--workers", "2",
+                     "--worker-id", str(w)]) == 0
+    capsys.readouterr()
+    assert "were built from different corpus files" in check(*parts)
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

@@ -1,5 +1,7 @@
-"""A sandbox's training documents, indexed, confirm its ground truth from the index alone:
-every member window is found whole, no non-member window shares 20% of its 13-grams."""
+"""A sandbox's training documents, indexed, confirm its ground truth from the index alone,
+in the index's terms: every member window is found whole (each of its 13-token n-grams, and
+the window itself), and no non-member window has 20% of its 13-token n-grams in the
+training documents (the sandbox's own check is on 13-word runs, longer than 13 tokens)."""
 
 import json
 

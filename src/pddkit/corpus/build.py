@@ -101,6 +101,8 @@ def build_index(corpus: list[str | Path], tokenizer, tokenizer_name: str, output
     started = time.perf_counter()
     if not state["tokenized"]:
         _tokenize(files, tokenizer, out, settings, plan, state, tally, progress_path)
+    for key, value in state["read"].items():  # read by this run or the one it resumes
+        setattr(tally, key, value)
     for s in settings.my_shards:
         if not shard_path(out, "table", s).exists():
             _suffix_array(out, s, DTYPES[plan["token_dtype"]], settings)
@@ -218,6 +220,9 @@ def _tokenize(files, tokenizer, out: Path, settings: IndexSettings, plan: dict, 
             flush()
     state["next_document"] = g
     state["tokenized"] = True
+    # what reading left out, kept for a rerun that resumes after tokenizing
+    state["read"] = {"skipped_lines": tally.skipped_lines, "skipped_examples": tally.skipped_examples,
+                     "replaced_lines": tally.replaced_lines, "replaced_examples": tally.replaced_examples}
     checkpoint()
     for h in handles.values():
         for fh in h.values():
@@ -279,7 +284,9 @@ def _suffix_array(out: Path, s: int, width: int, settings: IndexSettings) -> Non
     partial = table.with_name(table.name + ".partial")
     for step, args in (("merge", _args(parts_dir=parts, merged_dir=merged, hacksize=HACK)),
                        ("concat", _args(merged_dir=merged, merged_file=partial))):
-        p = subprocess.run([str(binary), step, *common, *args, *_args(num_threads=cpus)],
+        # a tiny shard: one thread (with more, merge may write fewer files than concat reads)
+        threads = cpus if size >= 1 << 20 else 1
+        p = subprocess.run([str(binary), step, *common, *args, *_args(num_threads=threads)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _check(p.stderr, p.returncode, step, s)
     partial.replace(table)
@@ -294,8 +301,9 @@ def _args(**values) -> list[str]:
 
 def _check(stderr: bytes, code: int, step: str, s: int) -> None:
     if code:
-        last = (stderr or b"").decode("utf-8", "replace").strip().splitlines()[-1:] or ["no message"]
-        raise PddkitError(f"infini-gram's {step} failed on shard {s} (exit {code}): {last[0]}")
+        lines = (stderr or b"").decode("utf-8", "replace").strip().splitlines()
+        said = [x for x in lines if "panicked" in x or "rror" in x] or lines[-1:] or ["no message"]
+        raise PddkitError(f"infini-gram's {step} failed on shard {s} (exit {code}): {said[-1]}")
 
 
 def _manifest(out: Path, plan: dict, state: dict, tally: ReadTally, settings: IndexSettings,
@@ -315,5 +323,6 @@ def _manifest(out: Path, plan: dict, state: dict, tally: ReadTally, settings: In
         "documents": sum(state["documents"].values()), "tokens": sum(state["tokens"].values()),
         "skipped_files": [{"name": n, "why": w} for n, w in tally.skipped_files],
         "skipped_lines": tally.skipped_lines, "skipped_examples": tally.skipped_examples,
+        "replaced_lines": tally.replaced_lines, "replaced_examples": tally.replaced_examples,
         "seconds_this_run": round(seconds, 3),
     }

@@ -6,7 +6,6 @@ named; so is a table line without text."""
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -40,12 +39,25 @@ class ReadTally:
     skipped_files: list[tuple[str, str]] = field(default_factory=list)  # (name, why)
     skipped_lines: int = 0
     skipped_examples: list[str] = field(default_factory=list)  # "file line N: why"
+    replaced_lines: int = 0  # lines (or text files) not UTF-8: decoded with U+FFFD
+    replaced_examples: list[str] = field(default_factory=list)
 
     def skip_line(self, where: str, why: str) -> None:
         self.skipped_lines += 1
         if len(self.skipped_examples) < 5:
             self.skipped_examples.append(f"{where}: {why}")
         logger.warning("%s: %s; left out of the index", where, why)
+
+    def decode(self, raw: bytes, where: str) -> str:
+        """UTF-8, or with replacement characters, counted and named."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.replaced_lines += 1
+            if len(self.replaced_examples) < 5:
+                self.replaced_examples.append(where)
+            logger.warning("%s is not UTF-8 throughout; indexed with replacement characters", where)
+            return raw.decode("utf-8", errors="replace")
 
 
 def corpus_files(paths: Iterable[str | Path], tally: ReadTally) -> list[CorpusFile]:
@@ -120,18 +132,20 @@ def _open_binary(path: Path, compression: str | None):
 
 
 def read_documents(f: CorpusFile, text_field: str, tally: ReadTally) -> Iterator[tuple[int, str]]:
-    """(line or row number from 1, text) of each document of `f`; a text file: (1, whole)."""
+    """(line or row number from 1, text) of each document of `f`; a text file: (1, whole).
+    A compressed file that ends early is one sentence naming it and the line reached."""
     if f.kind == "parquet":
         yield from _parquet_rows(f, text_field, tally)
         return
-    with _open_binary(f.path, f.compression) as raw:
-        fh = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    no = 0
+    try:
         if f.kind == "text":
-            yield 1, fh.read()
+            yield 1, tally.decode(b"".join(_chunks(f)), f.name)
             return
-        for no, line in enumerate(fh, start=1):
-            if not line.strip():
+        for no, raw in enumerate(_lines(_chunks(f)), start=1):
+            if not raw.strip():
                 continue
+            line = tally.decode(raw, f"{f.name} line {no}")
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
@@ -142,6 +156,48 @@ def read_documents(f: CorpusFile, text_field: str, tally: ReadTally) -> Iterator
                 tally.skip_line(f"{f.name} line {no}", f"no text in field {text_field!r}")
                 continue
             yield no, text
+    except (EOFError, OSError, _ZstdError) as e:
+        where = f" after line {no}" if no else ""
+        raise PddkitError(f"corpus file {f.name} is damaged{where} ({e}); repair or remove "
+                          "it, then rerun the same command: the index resumes") from None
+
+
+try:
+    from zstandard import ZstdError as _ZstdError
+except ImportError:  # pragma: no cover - zstd files then refuse to open
+    class _ZstdError(Exception):
+        pass
+
+
+def _chunks(f: CorpusFile, size: int = 1 << 20) -> Iterator[bytes]:
+    """The file's bytes, decompressed; a stream that ends before its end marker raises."""
+    if f.compression != ".zst":
+        with _open_binary(f.path, f.compression) as fh:  # gzip raises EOFError itself
+            yield from iter(lambda: fh.read(size), b"")
+        return
+    import zstandard
+
+    d, fed = zstandard.ZstdDecompressor().decompressobj(), False
+    with f.path.open("rb") as fh:
+        for block in iter(lambda: fh.read(size), b""):
+            while block:
+                yield d.decompress(block)
+                fed = True
+                block = d.unused_data if d.eof else b""
+                if d.eof:  # a frame ended: another may follow
+                    d, fed = zstandard.ZstdDecompressor().decompressobj(), False
+    if fed and not d.eof:
+        raise EOFError("the zstd stream ends before its end marker")
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    rest = b""
+    for chunk in chunks:
+        parts = (rest + chunk).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
 
 
 def _parquet_rows(f: CorpusFile, text_field: str, tally: ReadTally) -> Iterator[tuple[int, str]]:

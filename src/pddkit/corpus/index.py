@@ -85,6 +85,10 @@ def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | 
                               f"{tokenizer_name}, which cannot be loaded here ({e}); name "
                               "where it is now with `index_tokenizer`") from None
     if info.built_by_pddkit and tokenizer_digest(tokenizer) != info.tokenizer_fingerprint:
+        if str(tokenizer_name) == info.tokenizer_name:
+            raise PddkitError(f"the tokenizer of {tokenizer_name} has changed since index "
+                              f"{info.name} was built with it (its fingerprint differs): its "
+                              "counts would be wrong; index the corpus again")
         raise PddkitError(f"index {info.name} was built with the tokenizer of "
                           f"{info.tokenizer_name}, not that of {tokenizer_name}: their token ids "
                           "differ, so its counts would be wrong (check with the index's "

@@ -9,6 +9,7 @@ its tokenizer is then the user's word and its normalisation unknown.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +65,12 @@ class IndexInfo:
 def read_index(folders: list[str | Path]) -> IndexInfo:
     """Check `folders` form one complete index; one sentence naming what is missing."""
     dirs = tuple(Path(f) for f in folders)
+    seen = [d.resolve() for d in dirs]
+    if len(set(seen)) < len(seen):
+        twice = next(d for d, r in zip(dirs, seen) if seen.count(r) > 1)
+        raise PddkitError(f"index {twice} is given twice: its counts would be added twice")
     manifests: list[dict] = []
+    public: list[Path] = []
     shard_count = 0
     for d in dirs:
         if not d.is_dir():
@@ -85,11 +91,23 @@ def read_index(folders: list[str | Path]) -> IndexInfo:
         for m in found:
             _check_manifest_files(d, m)
         manifests.extend(found)
+        if not found:
+            public.append(d)
+    if manifests and public:
+        raise PddkitError(f"index {public[0]} has no pddkit manifest but "
+                          f"{manifests[0]['_path']} has one: they are not parts of one index")
     if manifests:
         return _from_manifests(dirs, manifests, shard_count)
-    first = min(_shards(dirs[0]))
-    return IndexInfo(dirs, _sniff_dtype(shard_path(dirs[0], "tokenized", first)), None, None,
-                     None, shard_count, None, None, ())
+    dtypes = {_public_dtype(d, s) for d in dirs for s in _shards(d)}
+    if len(dtypes) > 1:
+        raise PddkitError(f"the shards of {', '.join(map(str, dirs))} store token ids of "
+                          "different widths: they are not parts of one index")
+    return IndexInfo(dirs, dtypes.pop(), None, None, None, shard_count, None, None, ())
+
+
+_REQUIRED = {"tokenizer": dict, "token_dtype": str, "normalize": bool, "shards": int,
+             "workers": int, "worker_id": int, "documents": int, "tokens": int,
+             "shard_files": dict, "plan": dict}
 
 
 def _manifests(d: Path) -> list[dict]:
@@ -97,9 +115,19 @@ def _manifests(d: Path) -> list[dict]:
     for p in sorted(d.iterdir()):
         if _MANIFEST.match(p.name):
             try:
-                out.append(json.loads(p.read_text(encoding="utf-8")) | {"_path": str(p)})
+                m = json.loads(p.read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError) as e:
                 raise PddkitError(f"index manifest {p} is not readable JSON ({e})") from None
+            bad = (["a JSON object"] if not isinstance(m, dict) else
+                   [k for k, t in _REQUIRED.items() if not isinstance(m.get(k), t)]
+                   + [k for k in ("name", "fingerprint")
+                      if not isinstance(m.get("tokenizer"), dict)
+                      or not isinstance(m["tokenizer"].get(k), str)])
+            if bad:
+                raise PddkitError(f"{p} is not a pddkit index manifest (it lacks "
+                                  f"{', '.join(bad[:3])}); rebuild the index with `pddkit "
+                                  "corpus index`")
+            out.append(m | {"_path": str(p)})
     return out
 
 
@@ -123,7 +151,16 @@ def _check_manifest_files(d: Path, m: dict) -> None:
 
 def _from_manifests(dirs: tuple[Path, ...], manifests: list[dict], shard_count: int) -> IndexInfo:
     first = manifests[0]
+    complete = [m for m in manifests if int(m["workers"]) == 1]
+    if complete and len(manifests) > 1:
+        raise PddkitError(f"{complete[0]['_path']} is a whole index by itself, not one "
+                          "worker's part: check against one index at a time")
     for m in manifests[1:]:
+        if m["plan"].get("files") != first["plan"].get("files") or (
+                m["plan"].get("settings", {}).get("text_field")
+                != first["plan"].get("settings", {}).get("text_field")):
+            raise PddkitError(f"index manifests {first['_path']} and {m['_path']} were built "
+                              "from different corpus files: they are not parts of one index")
         for key in ("token_dtype", "normalize", "shards", "workers"):
             if m.get(key) != first.get(key):
                 raise PddkitError(f"index manifests {first['_path']} and {m['_path']} disagree "
@@ -149,13 +186,23 @@ def _from_manifests(dirs: tuple[Path, ...], manifests: list[dict], shard_count: 
                      sum(int(m["tokens"]) for m in manifests), tuple(manifests))
 
 
-def _sniff_dtype(tokenized: Path) -> str:
-    """A public index's token width from its first separator (all-ones bytes; no u16 token
-    id is 0xFFFF, so four ones are a u32 separator)."""
+def _public_dtype(d: Path, s: int) -> str:
+    """A public shard's token width: the one for which its suffix array holds one pointer
+    of infini-gram's width (ceil(log2(bytes) / 8)) per token; its first bytes must be a
+    document separator (all ones)."""
+    tokenized = shard_path(d, "tokenized", s)
     with tokenized.open("rb") as fh:
-        head = fh.read(4)
-    if head[:2] != b"\xff\xff":
+        head = fh.read(2)
+    size, table = tokenized.stat().st_size, shard_path(d, "table", s).stat().st_size
+    if head != b"\xff\xff" or size < 2:
         raise PddkitError(f"{tokenized} does not start with a document separator: not an "
                           "infini-gram v4 index of token ids (byte-level and reversed indexes "
                           "are not supported)")
-    return "u32" if head == b"\xff\xff\xff\xff" else "u16"
+    ratio = math.ceil(math.log2(size) / 8)
+    fits = [name for name, width in DTYPES.items()
+            if size % width == 0 and table == size // width * ratio]
+    if len(fits) != 1:
+        raise PddkitError(f"index {d}: table.{s} ({table} bytes) is not the suffix array of "
+                          f"tokenized.{s} ({size} bytes) for 16- or 32-bit token ids: the "
+                          "index is incomplete or of another kind")
+    return fits[0]

@@ -4,10 +4,10 @@ the longest run found, and the count of the whole text.
 
 A text cut from the middle of a document starts with a word that, inside the document,
 follows a space: byte-level BPE tokenizers spell the two differently ("to" may be "t o"
-at a start and " to" inside). A text whose first n-gram is not found in its own spelling
-is therefore measured in that of " " + text too; the spelling with the larger share found
-is reported (its tokens and n-grams), the longest match is the longer of the two, and
-the whole-text count always adds both spellings.
+at a start and " to" inside). So when the first n-gram of a text's own spelling (all of
+it, when shorter than n) is not found, the spelling of " " + text is measured too, and
+the one with the larger share found is reported whole (tokens, n-grams, n-grams found,
+longest match; the text's own on a tie). The whole-text count covers both spellings.
 """
 
 from __future__ import annotations
@@ -47,28 +47,49 @@ def measure_overlap(index: CorpusIndex, texts: Sequence[str], n: int = DEFAULT_N
     """TextOverlap of each text, encoded as the index was built (normalised when it was)."""
     if n < 1:
         raise ValueError("`n` must be at least 1")
+    from pddkit.progress import bar
+
     out: list[TextOverlap] = []
-    for lo in range(0, len(texts), batch):
-        chunk = [normalize_text(t) if index.normalize else t for t in texts[lo:lo + batch]]
-        plain = encode_texts(index.tokenizer, chunk)
-        spaced = encode_texts(index.tokenizer, [" " + t for t in chunk])
-        out.extend(_one(index, a, b, n) for a, b in zip(plain, spaced))
+    with bar(len(texts), "texts against the corpus", unit="text") as progress:
+        for lo in range(0, len(texts), batch):
+            chunk = [normalize_text(t) if index.normalize else t for t in texts[lo:lo + batch]]
+            plain = encode_texts(index.tokenizer, chunk)
+            spaced = encode_texts(index.tokenizer, [" " + t for t in chunk])
+            out.extend(_one(index, a, b, n) for a, b in zip(plain, spaced))
+            progress.update(len(chunk))
     return out
 
 
 def _one(index: CorpusIndex, a: list[int], b: list[int], n: int) -> TextOverlap:
-    """`a`: the text's ids; `b`: those of " " + text (its spelling inside a document).
-    b is measured only when a's first n-gram (a whole, when shorter) is not found: the
-    spellings differ in the first word only. The whole-text count adds both."""
+    """`a`: the text's ids; `b`: those of " " + text (its spelling inside a document)."""
     first, runs = _spelling(index, a, n)
+    count = _count(index, a, b, first.count)
     if b == a or not a or runs[0] >= min(n, len(a)):
-        return replace(first, count=first.count + (index.count(b) if b and b != a else 0))
-    second, _ = _spelling(index, b, n)
-    best = second if (second.ngrams and second.ngrams_found / second.ngrams
-                      > (first.ngrams_found / first.ngrams if first.ngrams else 0)) else first
-    # counts of two different token sequences: their occurrences are distinct
-    return TextOverlap(best.tokens, best.ngrams, best.ngrams_found,
-                       max(first.longest_match, second.longest_match), first.count + second.count)
+        return replace(first, count=count)
+    second, runs_b = _spelling(index, b, n)
+    better = _share(second, runs_b) > _share(first, runs)
+    return replace(second if better else first, count=count)
+
+
+def _share(o: TextOverlap, runs: list[int]) -> float:
+    """The share found; for a text shorter than n, 1 when the whole of it is found."""
+    if o.ngrams:
+        return o.ngrams_found / o.ngrams
+    return float(bool(runs) and runs[0] >= len(runs))
+
+
+def _count(index: CorpusIndex, a: list[int], b: list[int], count_a: int) -> int:
+    """Occurrences of the text in either spelling. When one spelling ends with the other
+    (SentencePiece spells " " + text as an extra "▁" before the text's own tokens), every
+    occurrence of the longer holds one of the shorter: the shorter's count is the answer."""
+    if not b or b == a:
+        return count_a
+    if len(b) > len(a) and b[len(b) - len(a):] == a:
+        return count_a
+    count_b = index.count(b)
+    if len(a) > len(b) and a[len(a) - len(b):] == b:
+        return count_b
+    return count_a + count_b  # two sequences, neither inside the other's occurrences
 
 
 def _spelling(index: CorpusIndex, ids: list[int], n: int) -> tuple[TextOverlap, list[int]]:

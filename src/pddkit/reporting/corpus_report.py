@@ -38,7 +38,7 @@ def contradictions_table(check, limit: int | None = 50) -> Table:
 
 def verdict(check) -> str:
     k = len(check.contradicted)
-    rule = (f"a non-member with at least {check.max_overlap:.0%} of its {check.n}-grams in the "
+    rule = (f"a non-member with at least {check.max_overlap * 100:g}% of its {check.n}-grams in the "
             "corpus" + ("; a member with none" if check.whole_training_set else ""))
     if not k:
         return f"labels checked against the corpus: none contradicted ({rule})"

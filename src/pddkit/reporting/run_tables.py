@@ -212,7 +212,7 @@ def corpus_sentence(results: dict) -> str | None:
         return (f"texts measured against the corpus ({where}): the share of their {n}-grams "
                 f"found is in scores.jsonl; no labels to check{short}")
     reasons = [f"{c['nonmembers_found']} non-member{'' if c['nonmembers_found'] == 1 else 's'} "
-               f"with at least {check['max_overlap']:.0%} of {n}-grams found"]
+               f"with at least {check['max_overlap'] * 100:g}% of {n}-grams found"]
     if check["whole_training_set"]:
         reasons.append(f"{c['members_not_found']} member{'' if c['members_not_found'] == 1 else 's'}"
                        f" with none found")

@@ -96,9 +96,11 @@ def _row(row: dict, no: int, book: bool, subset: str | None) -> object:
         return BadRow(f"has Answer {row.get('Answer')!r}, not one of A, B, C, D (the verbatim "
                       "option's letter)")
     text = row.get(f"Example_{answer}")
-    doc = row.get("ID")
+    # the DE-COP repository's own arXivTection CSV names the paper's column Paper_Name
+    doc = row.get("ID") if row.get("ID") is not None or book else row.get("Paper_Name")
     if not isinstance(doc, str) or not doc.strip():
-        return BadRow("has no ID (the book or paper it is from)")
+        return BadRow("has no ID (the book or paper it is from)" if book else
+                      "has no ID or Paper_Name (the paper it is from)")
     out: dict = {"text": text, "label": row.get("Label"), "id": str(no), "group": doc}
     if book:
         title, sep, author = doc.partition("_-_")
