@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 # tokens (SPEC: 10, up to 1024 tokens in all) to keep the demo in minutes on a CPU
 DEMO_METHODS := all,recall,conrecall,pac,samia:samples=5,max_new_tokens=32,infill
 STAMP := $(VENV)/.installed
+# `make test` prints its 30 slowest tests (and fixtures) last, to see where the suite's time goes
 # pytest-xdist workers of `make test` (each test file runs whole on one worker; the trained
 # toy models are built once and shared, tests/conftest.py)
 TEST_WORKERS ?= 2
@@ -61,7 +62,7 @@ browser:
 test: $(STAMP) $(SERVER_STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(MKDOCS) build --strict --quiet
-	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # the inner loop: the tests not marked slow
 fast: $(STAMP)
