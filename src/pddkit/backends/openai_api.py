@@ -66,7 +66,7 @@ class OpenAIBackend:
     # what such a server may give; the probe narrows it per server (`server`)
     capabilities = Capabilities(full_distribution=False, hidden_states=False, local_model=False,
                                 sampling=True)
-    probes = True  # the engine probes it before planning (engine/run.py)
+    probes = True  # the engine probes it before planning (engine/prepare.py)
     canary_text = CANARY_TEXT
     # the run options `load` takes (engine.config.RunConfig field names)
     OPTIONS = ("api_base", "tokenizer", "api_key_env", "api_concurrency", "api_timeout",

@@ -185,7 +185,7 @@ def rows_to_dataset(rows: Iterable[tuple[int, object]], name: str, where: str,
     if contradicting:
         skipped += contradicting
         meta["contradicting_labels_left_out"] = len(contradicting)
-    if samples and all(s.label is None for s in samples):  # said by the run (engine/run.py)
+    if samples and all(s.label is None for s in samples):  # said by the run (engine/prepare.py)
         meta["unlabelled"], meta["unlabelled_warn"] = unlabelled_note(list(columns), fields, where)
     return make_dataset(name, samples, skipped, meta=meta)
 

@@ -1,5 +1,5 @@
 """Calibration data in a run (SPEC 3e): the set is made before anything else sees the data
-(`calibration_set`, engine/run.py), its texts go through the passes the calibrated methods
+(`calibration_set`, engine/prepare.py), its texts go through the passes the calibrated methods
 need, on the same backends and cache as the texts under test (the provider of
 Need.CALIBRATION), and each such method fits on them before it scores the texts under test
 (`fitted`, engine/score.py). The calibration texts are never scored as texts under test:
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 def calibration_set(dataset, config, plan):
     """(the texts to evaluate, the calibration set or None): made when a method of the plan
-    has something to fit (engine/run.py), from `calibration` or held out of `dataset`."""
+    has something to fit (engine/prepare.py), from `calibration` or held out of `dataset`."""
     if Need.CALIBRATION not in plan.needs:
         return dataset, None
     # fsd fine-tunes on the non-members alone: a table of non-members only serves it
@@ -55,7 +55,7 @@ def calibration_pass(ctx: PassContext) -> None:
     from pddkit.engine.score import observations
 
     cal: CalibrationSet | None = ctx.calibration
-    if cal is None:  # engine/run.py makes it whenever the plan needs it
+    if cal is None:  # engine/prepare.py makes it whenever the plan needs it
         raise RuntimeError("the calibration pass ran without calibration data")
     calls = tuple(fitting_calls(ctx.calls))
     ctx.extras.setdefault("trail", {})["calibration.jsonl"] = cal.rows()

@@ -19,7 +19,7 @@ computes nothing. Where [start] + x_j + x_i exceeds the context, x_j's first tok
 dropped until it fits (its last ones, next to x_i, are kept), counted; a target with no
 room for one prefix token keeps R[j, i] = 1 (LL(x_i | empty) = LL(x_i)), counted.
 
-`emmia_texts` runs before any model loads (engine/run.py): more texts than a call's
+`emmia_texts` runs before any model loads (engine/prepare.py): more texts than a call's
 `max_texts` is one sentence with the cost, or, with `subset=true`, a seeded uniform sample
 (labels never read: a sample stratified by label would tell an unsupervised method the
 classes' sizes) of `max_texts` texts is scored and the rest is counted in results.json

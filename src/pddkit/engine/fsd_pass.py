@@ -109,7 +109,7 @@ def finetuned_pass(ctx: PassContext) -> None:
     from pddkit.resources.fsd_tuning import TuningSettings
 
     cal = ctx.calibration
-    if cal is None:  # engine/run.py makes it whenever the plan needs it
+    if cal is None:  # engine/prepare.py makes it whenever the plan needs it
         raise RuntimeError("the fsd pass ran without calibration data")
     tuning = [s for s in cal.samples if s.label == 0]
     if not tuning:

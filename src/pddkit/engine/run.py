@@ -1,27 +1,31 @@
-"""One run: data -> plan -> backends -> score table -> metrics (evaluation/) -> RunResult.
-
-`run_dataset(dataset, RunConfig(...))` is what `pddkit run`, the sandbox and the Python
-API (api.py) call."""
+"""One run as the list of its stages (`STAGES`): prepare the data, plan, hold out shots
+and calibration texts (engine/prepare.py), start the blind baseline beside the passes, run
+the passes, score every method, measure the metrics, run the optional stages
+(engine/stages.py). Each stage is a function from typed values to one typed value
+(engine/pipeline.py); `run_dataset(dataset, RunConfig(...))` runs them in this order, and
+is what `pddkit run`, the sandbox, the studies and the Python API (api.py) call. Writing is
+the caller's: `on_scored` receives the scores and metrics before the optional stages (the
+CLI and the sandbox write them there), and the caller writes the rest, and its report, after.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from pddkit.backends.base import Backend
 from pddkit.data.samples import Dataset
 from pddkit.engine.blind_job import BlindJob, unfit_reason
-from pddkit.engine.calibration_pass import calibration_set
 from pddkit.engine.config import RunConfig
-from pddkit.engine.corpus_stage import open_corpus
 from pddkit.engine.executors import make_executor
-from pddkit.engine.passes import PassContext, describe
-from pddkit.engine.plan import Resources, make_plan, unused_resources
-from pddkit.engine.score import score
+from pddkit.engine.passes import PassContext, describe, run_passes
+from pddkit.engine.pipeline import GIVEN, RESULT, Given, RunStage, run_in_order
+from pddkit.engine.prepare import HeldOut, Planned, Prepared, hold_out, plan_run, prepare_data
+from pddkit.engine.score import ScoreTable, score
 from pddkit.engine.stages import optional_stages, run_stages
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
@@ -29,6 +33,193 @@ from pddkit.evaluation.results import MethodResult, RunResult
 from pddkit.methods.base import Need
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BlindStart:
+    """The blind baseline started beside the passes (`job`), or why it was not (`skip`,
+    said as a notice once the scores stand); both None when it is not asked for."""
+
+    job: BlindJob | None = None
+    skip: str | None = None
+
+
+@dataclass(frozen=True)
+class Passed:
+    """What the passes filled (`context`: the statistics of every text under test, and the
+    counts, timings and notices so far) and the backends they opened: the target's, then
+    the reference model's when one loaded."""
+
+    context: PassContext
+    opened: tuple[Backend, ...]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """Every method's score per text, and the run's notices so far."""
+
+    table: ScoreTable
+    notices: tuple[str, ...]
+
+
+def start_blind(given: Given, held: HeldOut) -> BlindStart:
+    """The blind baseline needs no model: it runs on an idle core while the model loads and
+    runs; on texts it cannot fit (no word at all) it is skipped before it starts."""
+    config, dataset = given.config, held.dataset
+    if not (dataset.labelled and config.blind):
+        return BlindStart()
+    skip = unfit_reason(dataset)
+    if skip is not None:  # said once the scores stand (run_stages)
+        return BlindStart(skip=skip)
+    return BlindStart(BlindJob.start(dataset, config, held.test_idx,
+                                     model_given=given.model is not None))
+
+
+def cancel_blind(blind: BlindStart) -> None:
+    if blind.job is not None:  # the run failed: nobody will ask for it now
+        blind.job.cancel()
+
+
+def pass_texts(given: Given, planned: Planned, held: HeldOut) -> Passed:
+    """Load the backends as the passes need them and run the plan's passes on the texts."""
+    config, dataset, plan = given.config, held.dataset, planned.plan
+    aux, val_idx, val_dataset = held.aux, held.val_idx, held.val_dataset
+    t0 = time.perf_counter()
+    executor = make_executor(config)
+    opened: list[Backend] = []
+
+    def load(role: str, model) -> Backend:  # the Ray engine's driver loads no model: prepare
+        opened.append(executor.prepare(load_backend(config, role, model)))
+        return opened[-1]
+
+    if Need.REFERENCE in plan.needs and given.ref_model is None:
+        _check_reference_source(config)  # not after the target has loaded and scored
+    try:
+        target = load("model", planned.model)
+        load_time = time.perf_counter() - t0
+        ctx = PassContext(
+            texts=[s.text for s in dataset.samples],
+            names=[s.source or f"sample {s.id}" for s in dataset.samples],
+            ids=[s.id for s in dataset.samples], calls=plan.calls, config=config,
+            target=target, executor=executor, load_backend=load, ref_model=given.ref_model,
+            aux=aux, sets=[] if val_idx is None else [val_idx, held.test_idx],
+            notices=list(held.notices), models={"target": describe(target)},
+            timings={"load": load_time}, given_neighbors=dataset.meta.get("neighbors"),
+            language=dataset.language, shots=held.shots, calibration=held.calibration,
+            document_fields=dataset.meta.get("document_fields"))
+        ctx.counts.update(dataset.counts())
+        if "split_words" in dataset.meta:
+            ctx.counts["split_words"] = dataset.meta["split_words"]
+        if "emmia_sample" in dataset.meta:  # emmia's seeded sample: counted, the rest listed
+            from pddkit.engine.emmia_pass import record_sample
+
+            record_sample(ctx, dataset)
+        ctx.counts["label_leaks_left_out"] = {
+            "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
+            "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
+        run_passes(ctx, plan.passes())
+    finally:
+        for b in opened:  # the statistics cache writes what it holds
+            if hasattr(b, "store"):
+                b.close()
+    return Passed(ctx, tuple(opened))
+
+
+def score_texts(passed: Passed) -> Scored:
+    """Every method call on what the passes filled; what the statistics cache found."""
+    table = score(passed.context)
+    notices = list(table.notices)
+    cached = [b for b in passed.opened if hasattr(b, "store")]
+    if cached:  # texts per pass found in the cache / computed
+        table.counts["cache"] = {**{desc: {"hits": h, "misses": m} for b in cached
+                                    for desc, (h, m) in b.counts().items()},
+                                 **table.counts.get("cache", {})}  # fsd's tuned model
+        notices.extend(dict.fromkeys(n for b in cached for n in b.notices()))  # unreadable files
+    return Scored(table, tuple(notices))
+
+
+def measure(given: Given, held: HeldOut, passed: Passed, scored: Scored) -> RunResult:
+    """The scores as a RunResult, with each method's metrics when the texts are labelled
+    (on the test part when validating; per subset too)."""
+    from pddkit.provenance import Provenance, known_fingerprint
+
+    config, dataset, table = given.config, held.dataset, scored.table
+    notices = list(scored.notices)
+    labels = tuple(dataset.labels) if dataset.labelled else None
+    subsets = tuple(s.subset for s in dataset.samples)
+    index = _subset_index(subsets, labels, held.test_idx, notices)
+    timings = dict(table.timings)
+    t0 = time.perf_counter()
+    results = [_method_result(c, table.scores[c.label], labels, config, held.test_idx, index)
+               for c in table.calls]
+    timings["metrics"] = time.perf_counter() - t0
+    search = table.extras.get("probe_search")
+    val_idx, aux = held.val_idx, held.aux
+    return RunResult(
+        ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
+        config={**asdict(config), "dataset": dataset.name,
+                "methods_resolved": [c.label for c in table.calls]},
+        counts=table.counts, timings=timings, models=table.models,
+        skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
+        notices=tuple(notices),
+        splits=None if val_idx is None else tuple(
+            np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
+        subsets=subsets if any(x is not None for x in subsets) else None,
+        trail=dict(table.extras.get("trail", {})),
+        folders=dict(table.extras.get("folders", {})),
+        neighbors=table.extras.get("neighbor_sets"),
+        probe=None if search is None else search.best,
+        record_fields=dataset.meta.get("record_fields"),
+        # opened: the target's backend, then the reference model's when one loaded
+        provenance=Provenance.collect(given.started, models=table.models, fingerprints=dict(
+            zip(("target", "reference"), map(known_fingerprint, passed.opened)))),
+    )
+
+
+def run_optional(given: Given, prepared: Prepared, held: HeldOut, blind: BlindStart,
+                 scored: Scored, result: RunResult) -> RunResult:
+    """The scores are the caller's (`on_scored`: the CLI writes them) before anything
+    optional; then the validation summary, the blind baseline, the corpus check and the
+    document level, each guarded (engine/stages.py)."""
+    stages = optional_stages(held.dataset, given.config, scored.table, held.val_idx,
+                             held.test_idx, blind.job, blind.skip, prepared.corpus_index)
+    return run_stages(result, stages, on_start=given.on_scored)
+
+
+# the run, in order: each stage reads what the caller gave ("given") or what a stage before
+# it gives (engine/pipeline.py); replace or add one with pipeline.replaced / inserted
+STAGES: tuple[RunStage, ...] = (
+    RunStage("prepare data", prepare_data, (GIVEN,), "prepared"),
+    RunStage("plan", plan_run, (GIVEN, "prepared"), "planned"),
+    RunStage("hold out", hold_out, (GIVEN, "prepared", "planned"), "held"),
+    RunStage("start blind baseline", start_blind, (GIVEN, "held"), "blind", undo=cancel_blind),
+    RunStage("passes", pass_texts, (GIVEN, "planned", "held"), "passed"),
+    RunStage("scores", score_texts, ("passed",), "scored"),
+    RunStage("metrics", measure, (GIVEN, "held", "passed", "scored"), RESULT),
+    RunStage("optional stages", run_optional,
+             (GIVEN, "prepared", "held", "blind", "scored", RESULT), RESULT),
+)
+
+
+def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
+                val_dataset: Dataset | None = None,
+                on_scored: Callable[[RunResult], None] | None = None,
+                stages: Sequence[RunStage] = STAGES) -> RunResult:
+    """Score `dataset` with every requested method; metrics when it is labelled.
+
+    `model` / `ref_model` may be preloaded (a Backend or a LoadedModel; else loaded from
+    the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
+    chosen on the validation texts and all metrics are measured on the test texts only.
+    `on_scored(result)` receives the scores and metrics before the optional stages
+    (engine/stages.py: validation summary, blind baseline, corpus check, document
+    level) run, each guarded: one that is skipped or fails is a notice, and the rest is
+    returned. `stages`: the stages run, in order (`STAGES`; engine/pipeline.py replaces
+    or adds one).
+    """
+    from pddkit.provenance import now
+
+    return run_in_order(Given(dataset, config, model, ref_model, val_dataset, on_scored,
+                              started=now()), stages)
 
 
 def load_backend(config: RunConfig, role: str, given=None) -> Backend:
@@ -67,207 +258,6 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
     return backend
 
 
-def capabilities_of(config: RunConfig, model=None):
-    """The target backend's capabilities, known before anything loads."""
-    from pddkit.backends import get_backend
-
-    given = getattr(model, "capabilities", None)
-    return given if given is not None else get_backend(config.backend).capabilities
-
-
-def probes(config: RunConfig, model) -> bool:
-    """Whether the target is a served model whose capabilities a probe finds (openai)."""
-    from pddkit.backends import get_backend
-
-    target = model if model is not None else get_backend(config.backend)
-    return hasattr(target, "server_notices") or getattr(target, "probes", False)
-
-
-def probed_target(config: RunConfig, model, notices: list[str]):
-    """The target's backend (`model`, or loaded now) after its capability probe: one line
-    saying what the server takes and gives, before any text is sent, so that the plan is
-    made with what this server gives (a method it cannot serve is one notice or one
-    sentence, not a failure after minutes)."""
-    from pddkit.backends import get_backend
-
-    if model is None:
-        cls = get_backend(config.backend)
-        model = cls.load(config.model, role="model", **{k: getattr(config, k) for k in cls.OPTIONS})
-    for line in model.server_notices():  # the probe runs here
-        logger.warning(line)
-        notices.append(line)
-    return model
-
-
-def run_dataset(dataset: Dataset, config: RunConfig, model=None, ref_model=None,
-                val_dataset: Dataset | None = None,
-                on_scored: Callable[[RunResult], None] | None = None) -> RunResult:
-    """Score `dataset` with every requested method; metrics when it is labelled.
-
-    `model` / `ref_model` may be preloaded (a Backend or a LoadedModel; else loaded from
-    the config). With `config.val_fraction` or a `val_dataset`, hyperparameters are also
-    chosen on the validation texts and all metrics are measured on the test texts only.
-    `on_scored(result)` receives the scores and metrics before the optional stages
-    (engine/stages.py: validation summary, blind baseline, corpus check, document
-    level) run, each
-    guarded: one that is skipped or fails is a notice, and the rest is returned.
-    """
-    from pddkit.provenance import Provenance, known_fingerprint, now
-
-    started = now()
-    config.check()
-    corpus_index = open_corpus(config)  # a folder that is not an index: one sentence, no model
-    if config.split_words is not None:  # each row a document, cut into consecutive texts
-        from pddkit.data.split_words import split_documents
-
-        dataset = split_documents(dataset, config.split_words, config.max_texts)
-    notices: list[str] = []
-    model_given = model is not None
-    resources = Resources.of(config, ref_model is not None, dataset)
-    if probes(config, model):  # a served model: what it gives is asked before any text is
-        # sent, once the methods are known to exist (a misspelt one waits for no server)
-        make_plan(config.methods, resources, capabilities_of(config, model), [],
-                  language=dataset.language)
-        model = probed_target(config, model, notices)
-    plan = make_plan(config.methods, resources, capabilities_of(config, model), notices,
-                     language=dataset.language)
-    if config.documents:
-        _check_documents(dataset, config)  # no group, or a group with both labels
-        if "classifier" in config.documents and config.freq:  # the classifier's normaliser
-            plan = replace(plan, needs=plan.needs | {Need.FREQUENCY})
-    for line in unused_resources(config, plan):  # given, and silently ignored otherwise
-        logger.warning(line)
-        notices.append(line)
-    if Need.FREQUENCY in plan.needs:  # a file that is not a table: one sentence, no model loaded
-        from pddkit.resources.frequency import FrequencyTable
-
-        FrequencyTable.check_file(config.freq)
-    if config.doc_features != "histogram" and "classifier" not in config.documents:
-        line = ("`doc_features` chooses the document classifier's features; without the "
-                "classifier document level it changes nothing")
-        logger.warning(line)
-        notices.append(line)
-    if dataset.labelled:
-        dataset.require_both_classes()
-    elif dataset.meta.get("unlabelled"):  # which columns it has, and that no metrics follow
-        line = (f"{dataset.meta['unlabelled']}: the texts are scored without labels and no "
-                "metrics are computed")
-        (logger.warning if dataset.meta.get("unlabelled_warn") else logger.info)(line)
-        notices.append(line)
-    shots = None
-    if Need.SHOTS in plan.needs:  # drawn shots leave the evaluation before anything sees it
-        from pddkit.engine.shots_pass import shot_pool
-
-        dataset, shots = shot_pool(dataset, config, plan.calls)
-    # calibration texts (SPEC 3e) leave the evaluation before anything else sees it too
-    dataset, calibration = calibration_set(dataset, config, plan)
-    if Need.QUIZ in plan.needs:  # decop's paraphrases file and titles: one sentence, no model
-        from pddkit.engine.decop_pass import check_inputs
-
-        check_inputs(dataset, config)
-    aux = _auxiliary_data(dataset, config) if Need.PROBE in plan.needs and config.probe_data else None
-    if val_dataset is not None:  # its labels choose hyperparameters: none may be under test
-        from pddkit.data.overlap import without_overlap
-
-        val_dataset = without_overlap(val_dataset, dataset, f"`val_data` {val_dataset.name}",
-                                      config.on_invalid)
-        if shots is not None:  # a shot in the validation data would choose gamma on itself
-            from pddkit.data.shots import refuse_overlap
-
-            refuse_overlap(shots, val_dataset, f"`val_data` {val_dataset.name}")
-    if Need.PAIRS in plan.needs:  # emmia: over its cap, its cost refused or a seeded sample
-        from pddkit.engine.emmia_pass import emmia_texts
-
-        dataset = emmia_texts(dataset, plan.calls, config.seed,
-                              0 if val_dataset is None else len(val_dataset.samples),
-                              capabilities_of(config, model))
-    dataset, val_idx, test_idx = _with_validation(dataset, config, val_dataset)
-    if config.documents and (shots is not None or calibration is not None or test_idx is not None
-                             or "emmia_sample" in dataset.meta):
-        _check_documents(dataset, config, test_idx)  # what shots and validation left to evaluate
-    # the blind baseline needs no model: it runs on an idle core while the model loads and
-    # runs; on texts it cannot fit (no word at all) it is skipped before it starts
-    blind, blind_skip = None, None
-    if dataset.labelled and config.blind:
-        blind_skip = unfit_reason(dataset)
-        if blind_skip is None:  # a skip is said once the scores stand (run_stages)
-            blind = BlindJob.start(dataset, config, test_idx, model_given=model_given)
-    try:
-        opened: list[Backend] = []
-        table = _score_passes(dataset, config, plan, model, ref_model, aux, val_idx, test_idx,
-                              val_dataset, notices, opened, shots, calibration)
-        cached = [b for b in opened if hasattr(b, "store")]
-        if cached:  # texts per pass found in the cache / computed
-            table.counts["cache"] = {**{desc: {"hits": h, "misses": m} for b in cached
-                                        for desc, (h, m) in b.counts().items()},
-                                     **table.counts.get("cache", {})}  # fsd's tuned model
-            notices.extend(dict.fromkeys(n for b in cached for n in b.notices()))  # unreadable files
-
-        labels = tuple(dataset.labels) if dataset.labelled else None
-        subsets = tuple(s.subset for s in dataset.samples)
-        index = _subset_index(subsets, labels, test_idx, notices)
-        timings = dict(table.timings)
-        t0 = time.perf_counter()
-        results = [_method_result(c, table.scores[c.label], labels, config, test_idx, index)
-                   for c in table.calls]
-        timings["metrics"] = time.perf_counter() - t0
-        search = table.extras.get("probe_search")
-        scored = RunResult(
-            ids=tuple(s.id for s in dataset.samples), labels=labels, methods=tuple(results),
-            config={**asdict(config), "dataset": dataset.name,
-                    "methods_resolved": [c.label for c in table.calls]},
-            counts=table.counts, timings=timings, models=table.models,
-            skipped=tuple((s.source, s.reason) for s in dataset.skipped + (aux.skipped if aux else ())),
-            notices=tuple(notices),
-            splits=None if val_idx is None else tuple(
-                np.where(np.isin(np.arange(len(dataset.samples)), val_idx), "val", "test").tolist()),
-            subsets=subsets if any(x is not None for x in subsets) else None,
-            trail=dict(table.extras.get("trail", {})),
-            folders=dict(table.extras.get("folders", {})),
-            neighbors=table.extras.get("neighbor_sets"),
-            probe=None if search is None else search.best,
-            record_fields=dataset.meta.get("record_fields"),
-            # opened: the target's backend, then the reference model's when one loaded
-            provenance=Provenance.collect(started, models=table.models, fingerprints=dict(
-                zip(("target", "reference"), map(known_fingerprint, opened)))),
-        )
-        # the scores are the caller's (on_scored: the CLI writes them) before anything optional
-        stages = optional_stages(dataset, config, table, val_idx, test_idx, blind, blind_skip,
-                                 corpus_index)
-        return run_stages(scored, stages, on_start=on_scored)
-    except BaseException:
-        if blind is not None:  # nobody will ask for it now
-            blind.cancel()
-        raise
-
-
-def _check_documents(dataset: Dataset, config: RunConfig, idx: np.ndarray | None = None) -> None:
-    """`documents` on data without a document per text, with a document holding both
-    labels, with fewer than 2 documents of a class among the texts evaluated (`idx`: the
-    test part), or (share, classifier) unlabelled: one sentence before any model loads."""
-    from pddkit.evaluation.documents import group_documents
-
-    samples = dataset.samples if idx is None else [dataset.samples[i] for i in idx]
-    groups = [s.group for s in samples]
-    if all(g is None for g in groups):
-        raise PddkitError(f"{dataset.name}: the document level needs the document each text "
-                          "belongs to, and no text names one (a group column, or "
-                          "`split_words` to cut whole documents into texts)")
-    if not dataset.labelled:
-        if set(config.documents) != {"mean"}:
-            raise PddkitError(f"{dataset.name} is unlabelled: the share and classifier "
-                              "document levels fit on labels (the mean needs none)")
-        group_documents(groups, [], labelled=False, sources=[s.source for s in samples])
-        return
-    docs = group_documents(groups, [s.label for s in samples], sources=[s.source for s in samples])
-    n1, n0 = int((docs.labels == 1).sum()), int((docs.labels == 0).sum())
-    if min(n1, n0) < 2:
-        what = "its texts" if idx is None else "the texts left to evaluate (test part, shots left out)"
-        raise PddkitError(f"{dataset.name}: document-level metrics need at least 2 member and 2 "
-                          f"non-member documents, and {what} form {n1} member and {n0} "
-                          "non-member documents")
-
-
 def _check_reference_source(config: RunConfig) -> None:
     """A reference model loaded here that cannot load (a folder that does not exist, a hub
     id neither cached nor reachable): one sentence before the target loads."""
@@ -278,84 +268,6 @@ def _check_reference_source(config: RunConfig) -> None:
     checked_source(config.ref_model, config.ref_adapter, role="reference model",
                    trust_remote_code=config.trust_remote_code, revision=config.revision,
                    local_files_only=config.local_files_only)
-
-
-def _score_passes(dataset: Dataset, config: RunConfig, plan, model, ref_model, aux, val_idx,
-                  test_idx, val_dataset, notices: list[str], opened: list[Backend], shots=None,
-                  calibration=None):
-    """Load the backends as the passes need them and score: the ScoreTable."""
-    t0 = time.perf_counter()
-    executor = make_executor(config)
-
-    def load(role: str, given) -> Backend:  # the Ray engine's driver loads no model: prepare
-        opened.append(executor.prepare(load_backend(config, role, given)))
-        return opened[-1]
-
-    if Need.REFERENCE in plan.needs and ref_model is None:
-        _check_reference_source(config)  # not after the target has loaded and scored
-    target = load("model", model)
-    load_time = time.perf_counter() - t0
-    ctx = PassContext(
-        texts=[s.text for s in dataset.samples],
-        names=[s.source or f"sample {s.id}" for s in dataset.samples],
-        ids=[s.id for s in dataset.samples], calls=plan.calls, config=config, target=target,
-        executor=executor, load_backend=load,
-        ref_model=ref_model, aux=aux, sets=[] if val_idx is None else [val_idx, test_idx],
-        notices=notices, models={"target": describe(target)}, timings={"load": load_time},
-        given_neighbors=dataset.meta.get("neighbors"), language=dataset.language, shots=shots,
-        calibration=calibration, document_fields=dataset.meta.get("document_fields"))
-    ctx.counts.update(dataset.counts())
-    if "split_words" in dataset.meta:
-        ctx.counts["split_words"] = dataset.meta["split_words"]
-    if "emmia_sample" in dataset.meta:  # emmia's seeded sample: counted, the rest listed
-        from pddkit.engine.emmia_pass import record_sample
-
-        record_sample(ctx, dataset)
-    ctx.counts["label_leaks_left_out"] = {
-        "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
-        "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
-    try:
-        table = score(ctx, plan)
-    finally:
-        for b in opened:  # the statistics cache writes what it holds
-            if hasattr(b, "store"):
-                b.close()
-    return table
-
-
-def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
-    """The probe's auxiliary texts, read before any model loads; texts that are also under
-    test are refused (or left out with on_invalid="skip"): their labels would leak."""
-    from pddkit.data.overlap import without_overlap
-    from pddkit.data.tables import load_table
-
-    aux = load_table(config.probe_data, on_invalid=config.on_invalid)
-    return without_overlap(aux, dataset, f"`probe_data` {config.probe_data}", config.on_invalid)
-
-
-def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):
-    """(all texts, validation indices, test indices); indices are None without validation."""
-    from pddkit.evaluation.validation import stratified_split
-
-    if config.val_fraction is None and val_dataset is None:
-        return dataset, None, None
-    if not dataset.labelled:
-        note = dataset.meta.get("unlabelled")
-        raise PddkitError("choosing hyperparameters on validation data needs labelled data"
-                          + (f", and {note}" if note else ""))
-    if val_dataset is not None:
-        if not val_dataset.labelled:
-            note = val_dataset.meta.get("unlabelled")
-            raise PddkitError(f"validation data {val_dataset.name} has no labels"
-                              + (f": {note}" if note else ""))
-        val_dataset.require_both_classes()
-        n = len(dataset.samples)
-        both = Dataset(dataset.name, dataset.samples + val_dataset.samples,
-                       dataset.skipped + val_dataset.skipped, dataset.meta)
-        return both, np.arange(n, len(both.samples)), np.arange(n)
-    val_idx, test_idx = stratified_split(dataset.labels, config.val_fraction, config.seed,
-                                         groups=[s.group for s in dataset.samples])
-    return dataset, val_idx, test_idx
 
 
 def _subset_index(subsets, labels, test_idx: np.ndarray | None,

@@ -1,4 +1,5 @@
-"""Passes -> observations -> method scores: the score table of one run (no metrics)."""
+"""Observations (what the passes filled) -> method scores: the score table of one run (no
+metrics)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pddkit.engine.passes import PassContext, run_passes
-from pddkit.engine.plan import Plan
+from pddkit.engine.passes import PassContext
 from pddkit.methods.base import MethodCall, every_text_line, fallback_line
 from pddkit.stats import Observation, TokenStats
 
@@ -73,17 +73,16 @@ def fallback_counts(call: MethodCall, obs: list[Observation]) -> dict[str, int]:
     return out
 
 
-def score(ctx: PassContext, plan: Plan) -> ScoreTable:
-    """Run the plan's passes, then every method call on the observations; each method
-    fallback that scored some texts is counted (counts["fallbacks"]: label -> reason ->
-    texts) and is a notice with the share of texts."""
+def score(ctx: PassContext) -> ScoreTable:
+    """Every method call of the run (`ctx.calls`) on the observations its passes filled
+    (engine/passes.run_passes); each method fallback that scored some texts is counted
+    (counts["fallbacks"]: label -> reason -> texts) and is a notice with the share of texts."""
     import time
 
     from pddkit.engine.calibration_pass import fitted
 
-    run_passes(ctx, plan.passes())
     t0 = time.perf_counter()
-    calls = fitted(plan.calls, ctx)  # what calibrated methods fit on the calibration texts
+    calls = fitted(ctx.calls, ctx)  # what calibrated methods fit on the calibration texts
     obs = observations(ctx)
     scores = {c.label: method_scores(c, obs) for c in calls}
     fallbacks = {c.label: n for c in calls if (n := fallback_counts(c, obs))}

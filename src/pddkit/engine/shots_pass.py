@@ -63,7 +63,7 @@ def added_ids(backend) -> list[int]:
 
 def shot_pool(dataset, config, calls):
     """(the texts to evaluate, the shots) before anything else sees the data
-    (engine/run.py): from `prefix_data`, or drawn from `dataset` and left out of it."""
+    (engine/prepare.py): from `prefix_data`, or drawn from `dataset` and left out of it."""
     return pool_for(dataset, wanted(calls), config.prefix_data, config.seed, config.on_invalid)
 
 
@@ -93,7 +93,7 @@ def shots_provider(ctx: PassContext) -> None:
 
     pool: ShotPool = ctx.shots
     if pool is None:
-        raise PddkitError("recall needs its shots (engine/run.py draws or loads them)")
+        raise PddkitError("recall needs its shots (engine/prepare.py draws or loads them)")
     calls = [c for c in ctx.calls if Need.SHOTS in c.spec.needs]
     target = ctx.fields["target"]
     lengths = [len(st) for st in target]
