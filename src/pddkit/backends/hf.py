@@ -283,7 +283,7 @@ class HFBackend:
     def facts(self) -> dict:
         """What results.json reports about the model (loads it; run_elsewhere: asked of
         where it runs)."""
-        from pddkit.resources.frequency import vocab_fingerprint
+        from pddkit.cache.fingerprint import vocab_fingerprint
 
         if self._identity is not None:
             return dict(self._identity()[1])

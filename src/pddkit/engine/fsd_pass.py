@@ -136,7 +136,8 @@ def finetuned_pass(ctx: PassContext) -> None:
         ctx.extras.setdefault("folders", {})[name] = adapter
         backend = FineTunedBackend(ctx.target, adapter, settings)
         if ctx.config.cache:
-            from pddkit.cache import CachingBackend, StatsStore
+            from pddkit.backends.caching import CachingBackend
+            from pddkit.cache import StatsStore
 
             backend = CachingBackend(backend, StatsStore.open(ctx.config.cache))
         try:

@@ -285,7 +285,7 @@ def _facts(backend: Backend) -> dict:
     found = facts() if facts is not None else None
     if found is not None:
         return found
-    from pddkit.resources.frequency import vocab_fingerprint
+    from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = getattr(_inner(backend), "tokenizer", None)
     if tok is None:

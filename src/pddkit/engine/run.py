@@ -61,7 +61,8 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
             options["adapter"] = adapter
         backend = cls.load(name, role=role, **options)
     if config.cache:
-        from pddkit.cache import CachingBackend, StatsStore
+        from pddkit.backends.caching import CachingBackend
+        from pddkit.cache import StatsStore
 
         backend = CachingBackend(backend, StatsStore.open(config.cache))
     return backend

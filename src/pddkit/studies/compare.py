@@ -216,7 +216,7 @@ class EngineOptions:
 def _fingerprint(model, opts: EngineOptions) -> str | None:
     """The vocabulary fingerprint of a model's tokenizer (None when it has no local one)."""
     from pddkit.backends.hf_loading import LoadedModel, load_tokenizer
-    from pddkit.resources.frequency import vocab_fingerprint
+    from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = model.tokenizer if isinstance(model, LoadedModel) else None
     if isinstance(model, str):
