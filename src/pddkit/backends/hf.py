@@ -16,8 +16,8 @@ import os
 from collections.abc import Sequence, Set
 from pathlib import Path
 
-from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
+from pddkit.backends.registry import register_backend
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 

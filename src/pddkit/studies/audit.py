@@ -43,7 +43,6 @@ from pddkit.evaluation.thresholds import (
     require_both_classes,
     wilson_interval,
 )
-from pddkit.studies import register_study
 from pddkit.studies.audit_books import (  # noqa: F401  (re-exported)
     Book,
     Snippet,
@@ -51,6 +50,7 @@ from pddkit.studies.audit_books import (  # noqa: F401  (re-exported)
     cut_snippets,
     load_books,
 )
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), copyrighted books"

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.studies import register_study
 from pddkit.studies.continuations import (  # noqa: F401  (re-exported)
     continue_all,
     generation_batch,
@@ -34,6 +33,7 @@ from pddkit.studies.continuations import (  # noqa: F401  (re-exported)
     rouge_l_recall,
     sample_continuations,
 )
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), unlearning audit"

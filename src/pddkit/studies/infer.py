@@ -40,7 +40,7 @@ from pddkit.evaluation.dataset_inference import (
     decide,
     require_sizes,
 )
-from pddkit.studies import register_study
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 

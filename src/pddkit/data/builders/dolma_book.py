@@ -17,8 +17,8 @@ import logging
 from pathlib import Path
 
 from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
-from pddkit.data.builders import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.corpus_filter import open_filter
+from pddkit.data.builders.registry import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.words import snippet, word_spans
 from pddkit.errors import PddkitError
 
