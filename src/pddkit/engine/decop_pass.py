@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from pddkit import progress
 from pddkit.data.samples import Dataset
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import MethodCall, Need, unmet
 from pddkit.stats import Observation

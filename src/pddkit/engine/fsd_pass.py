@@ -21,7 +21,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from pddkit.engine.executors import LocalExecutor
-from pddkit.engine.passes import PassContext, _inner, provider
+from pddkit.engine.pass_context import PassContext, _inner, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 from pddkit.stats import TokenStats
