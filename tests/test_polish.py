@@ -142,7 +142,7 @@ def test_a_sandbox_folder_given_as_model_says_where_its_target_model_is(tiny, tm
 
 
 def test_a_swept_sandbox_folder_names_each_target_model(tiny, tmp_path):
-    from pddkit.sandbox.folders import not_a_model
+    from pddkit.backends.sandbox_folders import not_a_model
 
     root = _sandbox_folder(tmp_path / "sb", tiny, runs=("repeats=1", "repeats=2"))
     said = not_a_model(str(root))

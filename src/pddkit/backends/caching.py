@@ -269,3 +269,12 @@ def _with_flag(stats: TokenStats | None, truncated: bool) -> TokenStats:
     if stats.truncated == truncated:
         return stats
     return dataclasses.replace(stats, truncated=truncated)  # the argmax ids (top) kept
+
+
+def cache_fields(backend: Backend, fields: Set[str]) -> dict:
+    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids),
+    or to a backend without one when some are computed only on request (stats.ON_REQUEST:
+    `tempered`): none when no field is asked for, or none a bare backend needs told."""
+    if not fields or not (getattr(backend, "store", None) or set(fields) & ON_REQUEST):
+        return {}
+    return {"fields": frozenset(fields)}

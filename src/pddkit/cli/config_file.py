@@ -112,9 +112,9 @@ def keys(command: click.Command) -> dict[str, click.Parameter]:
     return {key_of(p): p for p in command.params if p.expose_value and p.name}
 
 
-def commands() -> Iterator[tuple[str, click.Command]]:
-    """("traps detect", command) for every command below `pddkit`, groups walked."""
-    from pddkit.cli.app import cli
+def commands(root: click.Group) -> Iterator[tuple[str, click.Command]]:
+    """("traps detect", command) for every command below `root` (the `pddkit` group,
+    cli/app.py; a running command's is `ctx.find_root().command`), groups walked."""
 
     def walk(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Command]]:
         for name, cmd in sorted(group.commands.items()):
@@ -123,12 +123,14 @@ def commands() -> Iterator[tuple[str, click.Command]]:
             else:
                 yield f"{prefix}{name}", cmd
 
-    return walk(cli, "")
+    return walk(root, "")
 
 
-def name_of(command: click.Command) -> str:
-    """"pddkit traps detect" for that command."""
-    return "pddkit " + next((n for n, c in commands() if c is command), command.name or "?")
+def name_of(ctx: click.Context) -> str:
+    """"pddkit traps detect" for the context's command."""
+    command = ctx.command
+    return "pddkit " + next((n for n, c in commands(ctx.find_root().command) if c is command),
+                            command.name or "?")
 
 
 # ---- reading
@@ -142,9 +144,9 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
         return
     path, data = read(value)
     usage = USAGE.search(path.read_text(encoding="utf-8"))
-    this = name_of(ctx.command)
+    this = name_of(ctx)
     if usage and f"pddkit {usage.group(1)}" != this and any(
-            n == usage.group(1) for n, _ in commands()):
+            n == usage.group(1) for n, _ in commands(ctx.find_root().command)):
         raise PddkitError(f"{path} is a run file for pddkit {usage.group(1)} (its usage line), "
                           f"not for {this}")
     valid = keys(ctx.command)
@@ -156,7 +158,7 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
             raise PddkitError(f"{path} gives {key} twice (as {given[key]} and {raw})")
         given[key] = str(raw)
         if key not in valid:
-            raise PddkitError(_not_a_key(path, str(raw), key, ctx.command, valid))
+            raise PddkitError(_not_a_key(path, str(raw), key, ctx, valid))
         if v is not None:  # null: the option's default
             defaults[valid[key].name] = checked(ctx, valid[key], str(raw), v, path)
     if defaults.get("trust_remote_code") is True:  # said: a shared file turns it on unseen
@@ -196,14 +198,15 @@ def read(value: str) -> tuple[Path, dict]:
     return path, data
 
 
-def _not_a_key(path: Path, raw: str, key: str, command: click.Command,
+def _not_a_key(path: Path, raw: str, key: str, ctx: click.Context,
                valid: dict[str, click.Parameter]) -> str:
-    """The sentence for a key `command` does not take: the nearest key it does take
+    """The sentence for a key the context's command does not take: the nearest key it takes
     (`method` -> `methods`), and the commands whose key it is."""
-    this = name_of(command)
+    command, this = ctx.command, name_of(ctx)
     if key == "config":
         return f"{path}: a run file cannot name another run file (config)"
-    owners = [f"pddkit {n}" for n, c in commands() if c is not command and key in keys(c)]
+    owners = [f"pddkit {n}" for n, c in commands(ctx.find_root().command)
+              if c is not command and key in keys(c)]
     theirs = f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''}"
     # another command's key is taken for a slip only when very near one of this command's
     # (method -> methods, ratio 0.92; not sweep -> seed, 0.67)
@@ -324,7 +327,7 @@ def write_run_file(ctx: click.Context) -> Path | None:
     if not output or not os.path.isdir(os.path.expanduser(str(output))):
         return None
     path = Path(os.path.expanduser(str(output))).absolute() / RUN_FILE
-    name = name_of(ctx.command)
+    name = name_of(ctx)
     typed = shlex.join([*name.split(), *ctx.meta.get(_ARGS, [])]).replace("\n", " ")
     header = (f"# pddkit {__version__} run file of `{name}`: every option's final value, "
               "defaults included\n"
