@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,27 +71,8 @@ class RunResult:
                if self.labelled else ", unlabelled")
         labels = [m.label for m in self.methods]
         return (f"<RunResult: {n} texts{who}; methods {', '.join(labels) or 'none'}"
-                f"{'; metrics on the test part' if self.splits else ''}; .summary() for the "
-                "table>")
-
-    def summary(self, texts: Sequence[str] | None = None) -> str:
-        """What `pddkit run` prints: the scored line, then the metrics table (AUC with its
-        95% CI, TPR at 1/5/10% FPR, the blind baseline's verdict) for labelled texts or score
-        statistics and the likeliest members for unlabelled ones (`texts`, in `ids` order,
-        add a preview of each), then the validation and document-level tables when the run
-        has them."""
-        from pddkit.reporting import terminal
-
-        parts = [terminal.scored_line(self)]
-        parts.append(terminal.metrics_table(self) if self.labelled
-                     else terminal.unlabelled_summary(self, top=10, texts=texts))
-        if self.corpus is not None:
-            parts.append(terminal.corpus_lines(self))
-        if self.validation:
-            parts.append(terminal.validation_table(self))
-        if self.documents is not None:
-            parts.append(terminal.documents_table(self))
-        return "\n".join(p for p in parts if p)
+                f"{'; metrics on the test part' if self.splits else ''}; pddkit.summary(result) "
+                "for the table>")
 
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
