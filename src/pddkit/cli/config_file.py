@@ -86,6 +86,12 @@ class ConfigGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return _with_context(super().parse_args, ctx, args)
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Also records the group on the command, so that a command knows its run files'
+        name ("pddkit traps detect") and its sibling commands (root_of)."""
+        super().add_command(cmd, name)
+        cmd.config_group = self  # type: ignore[attr-defined]
+
 
 def _with_context(parse, ctx: click.Context, args: list[str]) -> list[str]:
     """`parse(ctx, args)`, a usage error it raises given the command's context (click's
@@ -112,9 +118,19 @@ def keys(command: click.Command) -> dict[str, click.Parameter]:
     return {key_of(p): p for p in command.params if p.expose_value and p.name}
 
 
-def commands(root: click.Group) -> Iterator[tuple[str, click.Command]]:
+def root_of(command: click.Command) -> click.Command:
+    """The outermost ConfigGroup `command` was added to (the `pddkit` group, cli/app.py),
+    or the command itself when it is in none."""
+    while (group := getattr(command, "config_group", None)) is not None:
+        command = group
+    return command
+
+
+def commands(root: click.Command) -> Iterator[tuple[str, click.Command]]:
     """("traps detect", command) for every command below `root` (the `pddkit` group,
-    cli/app.py; a running command's is `ctx.find_root().command`), groups walked."""
+    cli/app.py), groups walked; a lone command is its own only one."""
+    if not isinstance(root, click.Group):
+        return iter([(root.name or "?", root)])
 
     def walk(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Command]]:
         for name, cmd in sorted(group.commands.items()):
@@ -126,10 +142,9 @@ def commands(root: click.Group) -> Iterator[tuple[str, click.Command]]:
     return walk(root, "")
 
 
-def name_of(ctx: click.Context) -> str:
-    """"pddkit traps detect" for the context's command."""
-    command = ctx.command
-    return "pddkit " + next((n for n, c in commands(ctx.find_root().command) if c is command),
+def name_of(command: click.Command) -> str:
+    """"pddkit traps detect" for that command."""
+    return "pddkit " + next((n for n, c in commands(root_of(command)) if c is command),
                             command.name or "?")
 
 
@@ -144,9 +159,9 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
         return
     path, data = read(value)
     usage = USAGE.search(path.read_text(encoding="utf-8"))
-    this = name_of(ctx)
+    this = name_of(ctx.command)
     if usage and f"pddkit {usage.group(1)}" != this and any(
-            n == usage.group(1) for n, _ in commands(ctx.find_root().command)):
+            n == usage.group(1) for n, _ in commands(root_of(ctx.command))):
         raise PddkitError(f"{path} is a run file for pddkit {usage.group(1)} (its usage line), "
                           f"not for {this}")
     valid = keys(ctx.command)
@@ -158,7 +173,7 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
             raise PddkitError(f"{path} gives {key} twice (as {given[key]} and {raw})")
         given[key] = str(raw)
         if key not in valid:
-            raise PddkitError(_not_a_key(path, str(raw), key, ctx, valid))
+            raise PddkitError(_not_a_key(path, str(raw), key, ctx.command, valid))
         if v is not None:  # null: the option's default
             defaults[valid[key].name] = checked(ctx, valid[key], str(raw), v, path)
     if defaults.get("trust_remote_code") is True:  # said: a shared file turns it on unseen
@@ -198,14 +213,14 @@ def read(value: str) -> tuple[Path, dict]:
     return path, data
 
 
-def _not_a_key(path: Path, raw: str, key: str, ctx: click.Context,
+def _not_a_key(path: Path, raw: str, key: str, command: click.Command,
                valid: dict[str, click.Parameter]) -> str:
-    """The sentence for a key the context's command does not take: the nearest key it takes
+    """The sentence for a key `command` does not take: the nearest key it does take
     (`method` -> `methods`), and the commands whose key it is."""
-    command, this = ctx.command, name_of(ctx)
+    this = name_of(command)
     if key == "config":
         return f"{path}: a run file cannot name another run file (config)"
-    owners = [f"pddkit {n}" for n, c in commands(ctx.find_root().command)
+    owners = [f"pddkit {n}" for n, c in commands(root_of(command))
               if c is not command and key in keys(c)]
     theirs = f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''}"
     # another command's key is taken for a slip only when very near one of this command's
@@ -327,7 +342,7 @@ def write_run_file(ctx: click.Context) -> Path | None:
     if not output or not os.path.isdir(os.path.expanduser(str(output))):
         return None
     path = Path(os.path.expanduser(str(output))).absolute() / RUN_FILE
-    name = name_of(ctx)
+    name = name_of(ctx.command)
     typed = shlex.join([*name.split(), *ctx.meta.get(_ARGS, [])]).replace("\n", " ")
     header = (f"# pddkit {__version__} run file of `{name}`: every option's final value, "
               "defaults included\n"
