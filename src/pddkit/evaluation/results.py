@@ -102,7 +102,7 @@ class RunResult:
     @property
     def blind(self):
         """The blind baseline's verdict (None when it did not run)."""
-        from pddkit.evaluation.blind_verdict import verdict
+        from pddkit.blind.verdict import verdict
 
         m = next((m for m in self.methods if m.label == "blind"), None)
         return None if m is None or m.metrics is None else verdict(m.metrics, m.params.get("units"))
@@ -116,7 +116,7 @@ class RunResult:
 
     def _blind_dict(self) -> dict | None:
         """The blind verdict; per subset too when the baseline was fitted within subsets."""
-        from pddkit.evaluation.blind_verdict import verdict
+        from pddkit.blind.verdict import verdict
 
         if self.blind is None:
             return None

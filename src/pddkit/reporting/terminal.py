@@ -142,7 +142,7 @@ def blind_summary(result: RunResult, name: str) -> str:
     """What `pddkit blind` prints of its result on data set `name`: counts and folds, the
     AUC and TPRs with their bootstrap intervals (a TPR whose rate allows no false positive
     with these non-members marked, as in a run's table), the verdict, each subset's."""
-    from pddkit.evaluation.blind_verdict import verdict
+    from pddkit.blind.verdict import verdict
 
     m, params, c = result.methods[0].metrics, result.methods[0].params, result.counts
     sample = params.get("sample")

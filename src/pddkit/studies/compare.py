@@ -144,7 +144,7 @@ def _books(path: Path) -> list[tuple[str, str]]:
     """(name, text) of a folder of .txt books, one .txt book, or a JSONL of `book`, `text`
     (lines of one book joined in order); Gutenberg headers stripped."""
     from pddkit.data.builders.dolma_book import book_files
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     if path.is_dir() or path.suffix.lower() == ".txt":
         found = [(n, f.read_bytes().decode("utf-8", errors="replace")) for n, f in

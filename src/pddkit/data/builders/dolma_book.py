@@ -64,7 +64,7 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
     """Rows for every member (label 1) and non-member (label 0) book; see the module doc.
     `index` (folders), `index_tokenizer` (a public index's), `index_n`, `max_overlap`:
     non-member segments the corpus contains are dropped."""
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     if members is None or nonmembers is None:
         raise PddkitError("dolma-book needs `members` and `nonmembers` (folders of .txt books)")
