@@ -2,7 +2,11 @@
 
 `hf` runs a Hugging Face causal LM in this process; `openai` reads prompt
 log-probabilities from an OpenAI-compatible server. A backend module registers its class
-with `register_backend("name")`; the class has `from_spec(BackendSpec) -> Backend`.
+with `register_backend("name")` (registry.py); the class has `from_spec(BackendSpec) ->
+Backend`. caching.py puts a backend behind the statistics cache (pddkit.cache).
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir, data
+and cache.
 """
 
 from __future__ import annotations

@@ -1,9 +1,16 @@
 """The statistics cache: per-text TokenStats keyed by model fingerprint and token ids.
 
-    store = StatsStore.open(directory)           # creates it; one sentence if unusable
-    backend = CachingBackend(backend, store)     # backends/caching.py: same Backend protocol
-    backend.hits, backend.misses                 # texts per pass (desc)
-    backend.close()                              # write what is buffered (also at exit)
+store = StatsStore.open(directory)           # creates it; one sentence if unusable
+backend = CachingBackend(backend, store)     # backends/caching.py: same Backend protocol
+backend.hits, backend.misses                 # texts per pass (desc)
+backend.close()                              # write what is buffered (also at exit)
+
+layout.py is the directory's format (manifest, shards), store.py the statistics store,
+memo.py the memo of other results, directory.py `pddkit cache info/clear`, fingerprint.py
+what identifies a model and tokenizer.
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir and
+data.
 """
 
 from __future__ import annotations

@@ -4,7 +4,13 @@ returning a typed result and one CLI command. One module per study below this pa
 `register_study` is the one place they are named (`pddkit list` shows them).
 
 The registry lives in registry.py, which each study imports; this __init__ imports the
-studies on the first lookup.
+studies on the first lookup. The studies' statistics live beside them: dataset_inference.py
+(with _fit, _halves and _verdict; Maini et al.'s test, `pddkit infer`), book_rates.py and
+beta_binomial.py (the copyrighted-book audit's decision, `pddkit audit`).
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir,
+data, cache, backends, corpus, data.builders, resources, methods, blind, evaluation, engine,
+reporting and api.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ can be cited and rebuilt. The same inputs and seed give byte-identical files.
 
 The registry and the types a builder returns live in registry.py (each builder imports it);
 this __init__ runs and writes builds and imports the builder modules on first lookup.
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir,
+data, cache, backends and corpus.
 """
 
 from __future__ import annotations
