@@ -102,6 +102,7 @@ def neighbor_pass(ctx: PassContext) -> None:
     n_neighbors; without a file or mask model, those the data set carries, e.g. WikiMIA's
     perturbed variant); every distinct neighbour text is scored once in one batched pass."""
     from pddkit.resources import neighbors
+    from pddkit.resources.neighbor_sets import NeighborParams
 
     wanted: dict = {}
     for c in ctx.calls:
@@ -110,7 +111,7 @@ def neighbor_pass(ctx: PassContext) -> None:
         p = c.params
         if p["n_neighbors"] < 1 or p["top_k"] < 1 or not 0 <= p["dropout"] < 1:
             raise PddkitError(f"{c.label} needs n_neighbors >= 1, top_k >= 1 and 0 <= dropout < 1")
-        key = neighbors.NeighborParams.of(p)
+        key = NeighborParams.of(p)
         wanted[key] = max(wanted.get(key, 0), int(p["n_neighbors"]))
     cfg = ctx.config
     if cfg.neighbors_file:

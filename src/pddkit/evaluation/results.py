@@ -40,7 +40,7 @@ class RunResult:
     notices: tuple[str, ...] = field(default_factory=tuple)
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
-    neighbors: object | None = None  # resources.neighbors.NeighborSets: per parameter set, per text
+    neighbors: object | None = None  # resources.neighbor_sets.NeighborSets: per parameter set, per text
     probe: object | None = None  # resources.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
     subsets: tuple[str | None, ...] | None = None  # each text's subset (domain, field, length)

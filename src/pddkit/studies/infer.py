@@ -59,7 +59,7 @@ class InferenceResult:
     notices: tuple[str, ...]
     counts: dict
     timings: dict
-    # the perturbation feature's neighbour texts (resources.neighbors.NeighborSets) and the
+    # the perturbation feature's neighbour texts (resources.neighbor_sets.NeighborSets) and the
     # ids they belong to, saved as neighbors.jsonl for a later run's `neighbors_file`
     neighbors: object | None = field(default=None, repr=False)
     ids: tuple[str, ...] = ()
