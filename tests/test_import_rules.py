@@ -198,6 +198,19 @@ def test_cycles_finds_every_component_and_nothing_else():
     assert cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {}}) == []
 
 
+def test_units_and_upward_imports():
+    assert [unit(m) for m in ("pddkit", "pddkit.errors", "pddkit.engine.run",
+                              "pddkit.data.samples", "pddkit.data.builders.cutoff")] == [
+        "pddkit", "errors", "engine", "data", "data.builders"]
+    graph = {"pddkit.data.samples": {"pddkit.engine.run": 7, "pddkit.errors": 3},
+             "pddkit.engine.run": {"pddkit.data.samples": 2, "pddkit.blind.verdict": 5},
+             "pddkit.data.calibration": {"pddkit.data.builders.words": 4}}
+    assert upward_imports(graph) == [
+        "pddkit.data.calibration:4 imports pddkit.data.builders.words (data.builders is above "
+        "data)",
+        "pddkit.data.samples:7 imports pddkit.engine.run (engine is above data)"]
+
+
 # --- the rules, on src/pddkit ---------------------------------------------------------
 
 def test_no_import_cycles():
