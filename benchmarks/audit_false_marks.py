@@ -9,7 +9,7 @@ books x 100 snippets, all never seen. It counts the books marked by
   Wilson interval of the pooled validation rate;
 - the audit's rule: one-sided p-value against the never-seen validation books' spread
   (beta-binomial, parameters' uncertainty included), Benjamini-Hochberg at --fdr over the
-  audited books (evaluation/book_rates.py), and the same with a binomial at the pooled
+  audited books (studies/book_rates.py), and the same with a binomial at the pooled
   rate (what the audit does without groups only when told to assume that never-seen books
   do not differ, --assume-no-book-spread; without it, it marks no book).
 
@@ -20,7 +20,7 @@ was seen), and the power on 10 books whose true rates are 0.2 and 0.4 higher.
     .venv/bin/python benchmarks/audit_false_marks.py [--replicates 1000] [--fdr 0.05]
     .venv/bin/python benchmarks/audit_false_marks.py --scores   # through judge_books
 
-With `--scores`, snippet scores go through the whole decision (evaluation/book_rates.
+With `--scores`, snippet scores go through the whole decision (studies/book_rates.
 judge_books: the threshold chosen on validation, the never-seen rate out of fold), judged
 with book groups, without them (no verdict: counted, and no book may be marked) and without
 them with `assume_no_book_spread`.
@@ -34,14 +34,14 @@ import time
 import numpy as np
 from scipy.special import expit, logit
 
-from pddkit.evaluation.beta_binomial import benjamini_hochberg
-from pddkit.evaluation.book_rates import (
+from pddkit.evaluation.thresholds import wilson_interval
+from pddkit.studies.beta_binomial import benjamini_hochberg
+from pddkit.studies.book_rates import (
     judge_books,
     never_seen_tails,
     pooled_reference,
     reference_from_books,
 )
-from pddkit.evaluation.thresholds import wilson_interval
 
 
 def draw_rates(rng, kind: str, mean: float, sd: float, size: int) -> np.ndarray:

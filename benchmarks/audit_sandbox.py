@@ -7,7 +7,7 @@ shares no 13-word run with them (or with the tokenizer's two texts) is a book th
 saw. Each book gives `--snippets` snippets of `--words` words (cut with the seed), all scored
 once with `--method` (phase `prepare` writes `--out`/seed<N>/texts.json, the only step that
 reads the corpus; phase `score` trains and scores into scores.json). Then, per seed,
-`--splits` validation draws (phase `judge`), each judged with evaluation/book_rates.judge_books
+`--splits` validation draws (phase `judge`), each judged with studies/book_rates.judge_books
 as `pddkit audit` does:
 
 - many books: `--val-books` never-seen books and 4 member books validate, the other
@@ -55,8 +55,8 @@ TOKENIZER_TEXTS = ("Wilde, Oscar/The Canterville Ghost.txt",
 def prepare(shared: Path, out: Path, seeds: list[int], args) -> None:
     """Per seed, `out`/seed<N>/texts.json: the training and tokenizer texts and every kept
     book's snippets (cut with the seed), so the `score` phase needs no corpus."""
+    from pddkit.data.gutenberg import strip_gutenberg
     from pddkit.data.ngrams import ngram_hashes
-    from pddkit.sandbox.corpus import strip_gutenberg
     from pddkit.studies.audit import Book, cut_snippets
 
     root = shared / "corpora" / "gutenberg"
@@ -154,7 +154,7 @@ class Tally:
 
 
 def judge_seed(path: Path, args) -> dict[str, dict[str, Tally]]:
-    from pddkit.evaluation.book_rates import judge_books
+    from pddkit.studies.book_rates import judge_books
 
     saved = json.loads(path.read_text())
     by_book = {k: np.asarray(v) for k, v in saved["scores"].items()}

@@ -29,9 +29,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline, make_union
 
-from pddkit.evaluation.blind import BlindBaseline
-from pddkit.evaluation.blind_greedy import GRID
-from pddkit.evaluation.blind_verdict import verdict_for
+from pddkit.blind.baseline import BlindBaseline
+from pddkit.blind.greedy import GRID
+from pddkit.blind.verdict import verdict_for
 from pddkit.evaluation.metrics import compute_metrics
 
 DESIGN = (("ArxivMIA-dev", "arxivmia/arxiv_mia_dev.jsonl"),

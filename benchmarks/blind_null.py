@@ -2,7 +2,7 @@
 its spread against the Mann-Whitney null spread sqrt((n1 + n0 + 1) / (12 n1 n0)) of a
 plain AUC on the same counts, and how often each warning rule fires.
 
-Calibration sets (the inflation factor of evaluation/blind_verdict.py, NULL_INFLATION, was
+Calibration sets (the inflation factor of blind/verdict.py, NULL_INFLATION, was
 chosen on these): `wiki64` (160 WikiMIA-64 texts), `wiki32-40` (40 WikiMIA-32 texts),
 `gutenberg` (160 paragraphs of five Gutenberg authors). Held-out sets (measured after
 the choice, to report its false-fire rate): `arxiv160` (160 ArxivMIA dev abstracts),
@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from pddkit.evaluation.blind import BlindBaseline
-from pddkit.evaluation.blind_verdict import NULL_INFLATION, null_sd, verdict_for
-from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+from pddkit.blind.baseline import BlindBaseline
+from pddkit.blind.verdict import NULL_INFLATION, null_sd, verdict_for
+from pddkit.data.gutenberg import strip_gutenberg
+from pddkit.sandbox.corpus import paragraphs
 
 CALIBRATION = ("wiki64", "wiki32-40", "gutenberg")
 HELD_OUT = ("arxiv160", "arxiv400", "wiki128-unbal", "grouped")
@@ -196,7 +197,7 @@ def main() -> None:
         summarise_file(args.summarise)
         return
     label_seed = args.seed if args.label_seed is None else args.label_seed
-    print(f"warning rule: evaluation/blind_verdict.py, null inflation {NULL_INFLATION}; "
+    print(f"warning rule: blind/verdict.py, null inflation {NULL_INFLATION}; "
           f"texts drawn with seed {args.seed}, labels from numpy default_rng({label_seed}), "
           "folds seeded 0")
     print(HEADER, flush=True)

@@ -58,7 +58,8 @@ def _books(shared: Path) -> list[Path]:
 
 def texts_and_labels(n: int, shared: Path, seed: int = 0) -> tuple[list[str], list[int]]:
     """`n` distinct texts and their labels (see the module docstring), seeded."""
-    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
+    from pddkit.sandbox.corpus import paragraphs
 
     rng = random.Random(seed)
     bench = _benchmark_texts(shared)
@@ -92,7 +93,7 @@ def measure(n: int, shared: Path, seed: int, max_texts: int | None) -> dict:
     from sklearn.metrics import roc_auc_score
     from threadpoolctl import threadpool_limits
 
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     texts, labels = texts_and_labels(n, shared, seed)
     y = np.asarray(labels)

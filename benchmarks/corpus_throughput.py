@@ -41,7 +41,7 @@ def gpt2_tokenizer(out: Path) -> Path:
 
 
 def sentences() -> list[str]:
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     out: list[str] = []
     for book in sorted((SHARED / "corpora" / "gutenberg").rglob("*.txt")):

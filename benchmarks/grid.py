@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from pddkit.methods.grid import Padded, grids
+from pddkit.methods import grids
+from pddkit.methods.grid import Padded
 from pddkit.stats import TokenStats
 
 

@@ -32,7 +32,7 @@ WORDS = 40
 
 def world_texts(shared: Path) -> tuple[list[str], list[str], list[str], list[str]]:
     """(members, non-members, tokenizer pool, book of each non-member) as the test builds them."""
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     book_of: dict[str, str] = {}
     for f in sorted((shared / "corpora" / "gutenberg").glob("*/*.txt"))[:3]:
@@ -70,14 +70,14 @@ def main() -> None:
     import torch
     from sklearn.metrics import roc_auc_score
 
-    from pddkit.evaluation.dataset_inference import (
+    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
+    from pddkit.studies.dataset_inference import (
         CLASSIFIERS,
         CLIPS,
         decide,
         false_positive_test,
         reference_halves,
     )
-    from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
     from pddkit.studies.infer import infer_dataset
 
     torch.set_num_threads(args.threads)

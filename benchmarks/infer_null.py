@@ -55,7 +55,7 @@ def synthetic(kind: str, n: int, draw: int, sigma: float):
 
 def austen_chunks(shared: Path, need: int) -> list[str]:
     """40-word chunks of Jane Austen's books in name order, until `need` distinct ones."""
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     chunks: set[str] = set()
     for f in sorted((shared / "corpora" / "gutenberg" / "Austen, Jane").glob("*.txt")):
@@ -110,7 +110,7 @@ def run_cell_draws(kind: str, n: int, draws: int, sigma: float, X_real, names) -
     """{(classifier, clip, test): [p per draw]} and the texts per set actually used."""
     import numpy as np
 
-    from pddkit.evaluation.dataset_inference import compare_sets, false_positive_test
+    from pddkit.studies.dataset_inference import compare_sets, false_positive_test
 
     ps: dict = {(c, k, t): [] for c in CLASSIFIERS for k in CLIPS for t in ("test", "check")}
     n_used = n if kind != "real" else min(n, len(X_real) // 2)

@@ -31,9 +31,10 @@ def main() -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from pddkit.backends.hf import HFBackend
+    from pddkit.data.gutenberg import strip_gutenberg
     from pddkit.engine.executors import LocalExecutor
     from pddkit.engine.executors_ray import RayExecutor
-    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.sandbox.corpus import paragraphs
     from pddkit.sandbox.training import gpt2_tokenizer
 
     torch.set_num_threads(args.threads)

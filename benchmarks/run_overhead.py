@@ -61,7 +61,8 @@ def setup(root: Path, n: int) -> tuple[Path, Path, Path]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
+    from pddkit.sandbox.corpus import paragraphs
     from pddkit.sandbox.training import gpt2_tokenizer
 
     tok = gpt2_tokenizer(SHARED / "tokenizers" / "gpt2")

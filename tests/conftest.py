@@ -50,7 +50,8 @@ class ToyWorld:
 
 def gutenberg_paragraphs(n: int, seed: int = 0) -> list[str]:
     """`n` distinct paragraphs of 40-120 words from Doyle's and Austen's books."""
-    from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
+    from pddkit.sandbox.corpus import paragraphs
 
     root = shared_path("corpora", "gutenberg")
     paras: list[str] = []

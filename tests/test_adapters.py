@@ -198,8 +198,9 @@ def test_ref_adapter_goes_onto_the_reference_model(adapters):
 
 
 def _fingerprint(model, cache, **kw) -> str:
+    from pddkit.backends.caching import CachingBackend
     from pddkit.backends.hf import HFBackend
-    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.cache import StatsStore
 
     return CachingBackend(HFBackend.load(str(model), **CPU, **kw), StatsStore.open(cache)).fingerprint()
 

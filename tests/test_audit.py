@@ -13,7 +13,6 @@ from conftest import shared_path
 
 from pddkit.cli import main
 from pddkit.errors import PddkitError
-from pddkit.evaluation.book_rates import judge_books
 from pddkit.studies import STUDIES
 from pddkit.studies.audit import (
     AuditResult,
@@ -27,6 +26,7 @@ from pddkit.studies.audit import (
     cut_snippets,
     load_books,
 )
+from pddkit.studies.book_rates import judge_books
 
 NO_MODEL = "/nonexistent/model/dir"  # every check below answers before a model would load
 
@@ -277,13 +277,13 @@ def test_the_never_seen_rate_is_out_of_fold_worked_by_hand():
 
 
 def test_beta_binomial_tails_and_fit_agree_with_scipy():
-    """evaluation/beta_binomial.py against scipy.stats.betabinom and binom (independent
+    """studies/beta_binomial.py against scipy.stats.betabinom and binom (independent
     code): the tails P(X >= x), and the maximum-likelihood fit found by scipy's optimiser on
     scipy's log-pmf in another parametrisation (log alpha, log beta)."""
     from scipy.optimize import minimize
     from scipy.stats import betabinom, binom
 
-    from pddkit.evaluation.beta_binomial import fit, tails
+    from pddkit.studies.beta_binomial import fit, tails
 
     for n, mean, rho in ((10, 0.2, 0.1), (100, 0.23, 0.03), (7, 0.5, 0.0)):
         j = np.arange(n + 1)
@@ -473,8 +473,8 @@ def book_world(tmp_path_factory):
     """(model folder, books folder, validation without groups, validation with groups)."""
     import torch
 
+    from pddkit.data.gutenberg import strip_gutenberg
     from pddkit.data.ngrams import ngram_hashes
-    from pddkit.sandbox.corpus import strip_gutenberg
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = shared_path("corpora", "gutenberg")

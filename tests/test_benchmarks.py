@@ -14,7 +14,7 @@ from conftest import shared_path
 from pddkit.data import BENCHMARKS, load_benchmark
 from pddkit.errors import PddkitError
 from pddkit.resources import neighbors as nbmod
-from pddkit.resources.neighbors import NeighborParams
+from pddkit.resources.neighbor_sets import NeighborParams
 
 CACHE = "cache_100_200_1000_512"
 SUFFIX = "_neighbors_25_bert_in_place_swap.jsonl"
@@ -364,7 +364,8 @@ def test_wikimia24_hub_offline_is_one_sentence(monkeypatch):
 
 def test_neighbours_a_data_set_carries_enable_and_feed_neighbor(tmp_path):
     from pddkit.engine.config import RunConfig
-    from pddkit.engine.passes import PassContext, neighbor_pass
+    from pddkit.engine.pass_context import PassContext
+    from pddkit.engine.passes import neighbor_pass
     from pddkit.engine.plan import Resources
     from pddkit.methods.base import Need, resolve_methods
     from pddkit.stats import TokenStats

@@ -16,9 +16,8 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from sklearn.pipeline import make_pipeline
 
-from pddkit.errors import PddkitError
-from pddkit.evaluation.blind import BlindBaseline, _NeighbourVote
-from pddkit.evaluation.blind_features import (
+from pddkit.blind.baseline import BlindBaseline, _NeighbourVote
+from pddkit.blind.features import (
     STYLE_NAMES,
     citation_years,
     count_matrix,
@@ -26,15 +25,17 @@ from pddkit.evaluation.blind_features import (
     style_features,
     years_in,
 )
-from pddkit.evaluation.blind_greedy import GRID, flag_score, greedy_select
-from pddkit.evaluation.blind_verdict import (
+from pddkit.blind.greedy import GRID, flag_score, greedy_select
+from pddkit.blind.verdict import (
     ALPHA,
     MIN_AUC,
     effective_units,
     null_sd,
     verdict_for,
 )
-from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+from pddkit.data.gutenberg import strip_gutenberg
+from pddkit.errors import PddkitError
+from pddkit.sandbox.corpus import paragraphs
 
 
 def author_paragraphs(author, n):
@@ -406,7 +407,7 @@ def test_the_verdict_names_its_interval():
 def test_texts_without_a_word_are_said_before_the_baseline_runs():
     """Its word n-grams count words of two or more letters or digits (scikit-learn's token
     pattern): single digits, single letters and signs are none."""
-    from pddkit.evaluation.blind import word_shortage
+    from pddkit.blind.baseline import word_shortage
 
     why = word_shortage(["1 + 2 = 3", "x = 7", "7"])
     assert why == ("none of the 3 texts has a word of two or more letters or digits (e.g. "
@@ -425,7 +426,7 @@ def test_a_base_model_with_no_feature_in_a_training_part_abstains():
     (`Found array with 0 feature(s)` from naive Bayes)."""
     from sklearn.naive_bayes import MultinomialNB
 
-    from pddkit.evaluation.blind import _BowNB, _fit_score
+    from pddkit.blind.baseline import _BowNB, _fit_score
 
     empty = sparse.csr_matrix((6, 0))
     with pytest.raises(ValueError, match="0 feature"):

@@ -17,21 +17,22 @@ from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 
-from pddkit.engine.config import RunConfig
-from pddkit.errors import PddkitError
-from pddkit.evaluation.blind import BlindBaseline
-from pddkit.evaluation.blind_counts import (
+from pddkit.blind.baseline import BlindBaseline
+from pddkit.blind.counts import (
     FoldTfidf,
     char_wb_counts,
     column_totals,
     count_matrix,
     word_counts,
 )
-from pddkit.evaluation.blind_features import STYLE_NAMES, date_features, style_features
-from pddkit.evaluation.blind_folds import stratified_sample
-from pddkit.evaluation.blind_neighbours import NeighbourGraph
-from pddkit.evaluation.blind_run import blind_result
-from pddkit.sandbox.corpus import paragraphs, strip_gutenberg
+from pddkit.blind.features import STYLE_NAMES, date_features, style_features
+from pddkit.blind.folds import stratified_sample
+from pddkit.blind.neighbours import NeighbourGraph
+from pddkit.data.gutenberg import strip_gutenberg
+from pddkit.engine.blind_run import blind_result
+from pddkit.engine.config import RunConfig
+from pddkit.errors import PddkitError
+from pddkit.sandbox.corpus import paragraphs
 
 ODD = ["", " ", "a", "ab", "abc", "a  b\t\tc\nd", "Zürich 東京 \U0001F600x", "x\xa0y\u2003z",
        "\x1cq\x1fw", "ÉCOLE é", "İSTANBUL ß ǅx Σ", "...", "( ) ,", "١٢٣٤ in 1999", "tab\tsep",

@@ -71,7 +71,7 @@ def _inline(monkeypatch):
 @pytest.mark.slow
 def test_a_run_whose_blind_baseline_raises_keeps_exit_0_and_all_its_scores(
         tiny, tmp_path, capsys, monkeypatch):
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     def fails(self, texts, labels, groups=None, splits=None):
         raise ValueError("empty vocabulary; perhaps the documents only contain stop words")
@@ -130,7 +130,7 @@ def test_texts_without_a_word_skip_the_blind_baseline_and_keep_exit_0(tiny, tmp_
 def test_the_scores_are_on_disk_before_any_optional_stage(tiny, tmp_path, capsys, monkeypatch):
     """A run stopped while the blind baseline runs (Ctrl-C, a killed process) leaves its
     scores and a results.json that says which stages had not finished."""
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     def interrupted(self, texts, labels, groups=None, splits=None):
         raise KeyboardInterrupt

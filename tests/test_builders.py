@@ -13,8 +13,8 @@ from conftest import SHARED, shared_path
 from pddkit.data import load_jsonl
 from pddkit.data.builders import BUILDERS, build, make
 from pddkit.data.builders.words import word_spans, words
+from pddkit.data.gutenberg import strip_gutenberg
 from pddkit.errors import PddkitError
-from pddkit.sandbox.corpus import strip_gutenberg
 
 GUTENBERG = SHARED / "corpora" / "gutenberg"
 MEMBERS = [GUTENBERG / "Poe, Edgar Allan" / n for n in

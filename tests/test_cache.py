@@ -20,8 +20,8 @@ from conftest import gutenberg_paragraphs, shared_path
 from tiny_models import save_tiny_gpt2, small_tokenizer
 
 from pddkit.backends.base import Capabilities, Encoded, token_stats
+from pddkit.backends.caching import CachingBackend
 from pddkit.cache import (
-    CachingBackend,
     StatsStore,
     cache_clear,
     cache_info,
@@ -448,7 +448,8 @@ SCRIPT = textwrap.dedent("""
     import numpy as np
     from pddkit.backends.base import token_stats
     from pddkit.backends.hf import HFBackend
-    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.backends.caching import CachingBackend
+    from pddkit.cache import StatsStore
     from pddkit.backends.hf_loading import load_model
 
     model_dir, texts_file, cache_dir, out, pause = sys.argv[1:6]

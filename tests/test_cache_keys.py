@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from test_cache import FakeBackend
 
-from pddkit.cache import CachingBackend, StatsStore, text_key, weights_digest
+from pddkit.backends.caching import CachingBackend
+from pddkit.cache import StatsStore, text_key, weights_digest
 from pddkit.cache import fingerprint as fpmod
 from pddkit.cache import tensor_digest as tdmod
 

@@ -55,7 +55,7 @@ def config(model_dir, cache, **extra) -> RunConfig:
 def forbid_loading(monkeypatch):
     """Any model, tokenizer or blind-baseline fit from here on fails the test."""
     import pddkit.backends.hf_loading as loading
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     def refuse(*a, **k):
         raise AssertionError("loaded or fitted on a fully cached rerun")

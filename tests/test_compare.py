@@ -305,7 +305,7 @@ def unlearn_worlds(unlearn_world, tmp_path_factory) -> list[UnlearnWorld]:
 
 def _unlearn_world(tmp_path_factory, seed: int) -> UnlearnWorld:
     """Seed: the model's initial weights and training order, and which half is unlearned."""
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = shared_path("corpora", "gutenberg")
@@ -425,7 +425,7 @@ def test_every_studys_results_share_one_header(tmp_path):
     """audit, compare and infer results.json: the same top-level keys for what they share."""
     import importlib
 
-    from pddkit.evaluation.dataset_inference import FeatureMatrix, decide
+    from pddkit.studies.dataset_inference import FeatureMatrix, decide
     from pddkit.studies.infer import InferenceResult
 
     audit_tests = importlib.import_module("test_audit")

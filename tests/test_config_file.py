@@ -16,7 +16,7 @@ from pddkit.cli.app import cli
 from pddkit.version import __version__
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-COMMANDS = dict(config_file.commands())
+COMMANDS = dict(config_file.commands(cli))
 
 
 def _context(name, *args):

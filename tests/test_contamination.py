@@ -11,11 +11,12 @@ import pytest
 from conftest import gutenberg_paragraphs, shared_path
 
 from pddkit.cli import main
+from pddkit.data.gutenberg import strip_gutenberg
 from pddkit.errors import PddkitError
 from pddkit.sandbox import contamination as cont
 from pddkit.sandbox import ground_truth
 from pddkit.sandbox.contamination import Example
-from pddkit.sandbox.corpus import Corpus, Document, paragraphs, strip_gutenberg
+from pddkit.sandbox.corpus import Corpus, Document, paragraphs
 from pddkit.sandbox.split import split_documents, windows
 
 TINY = ["--members", "16", "--reference", "16", "--layers", "1", "--width", "64",

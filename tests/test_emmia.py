@@ -191,7 +191,7 @@ def _pair_matrix(lm, texts, batch_size: int, max_length: int | None = None):
     from pddkit.backends.hf import HFBackend
     from pddkit.engine.emmia_pass import pair_matrix
     from pddkit.engine.executors import LocalExecutor
-    from pddkit.engine.passes import PassContext
+    from pddkit.engine.pass_context import PassContext
 
     backend = HFBackend(lm, batch_size=batch_size, max_length=max_length)
     ex = LocalExecutor()

@@ -143,7 +143,7 @@ def test_a_blind_baseline_that_raises_is_a_notice_and_the_scores_are_kept(monkey
     """The blind baseline fails after the model pass (as `empty vocabulary` did): the run
     returns, its scores and metrics are the methods' by hand, and the failure is one
     notice naming the stage and the reason; the caller got the scores before it ran."""
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     events = []
 

@@ -16,7 +16,8 @@ from rounding import EPS32, ROUNDING_FACTOR, float64_default, forward_bounds
 
 import pddkit
 from pddkit.backends.base import Capabilities, Encoded
-from pddkit.cache import CachingBackend, StatsStore, text_key
+from pddkit.backends.caching import CachingBackend
+from pddkit.cache import StatsStore, text_key
 from pddkit.engine.plan import Resources, make_plan
 from pddkit.errors import PddkitError
 from pddkit.methods import METHODS, register_method

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pddkit.methods import METHODS
-from pddkit.methods.grid import GRIDS, Grid, Padded, grid_points, grid_scores, grids
+from pddkit.methods import GRIDS, METHODS, grid_points, grid_scores, grids
+from pddkit.methods.grid import Grid, Padded
 from pddkit.stats import Observation, TokenStats
 
 V = 40

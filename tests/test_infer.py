@@ -15,7 +15,9 @@ from conftest import assert_no_shared_runs, shared_path
 from scipy import stats
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.dataset_inference import (
+from pddkit.methods.maxk import maxk_grid, mean_of_highest
+from pddkit.studies import STUDIES
+from pddkit.studies.dataset_inference import (
     FeatureMatrix,
     compare_sets,
     curve_sizes,
@@ -28,9 +30,7 @@ from pddkit.evaluation.dataset_inference import (
     split_reference,
     verdict_sentence,
 )
-from pddkit.evaluation.dataset_inference_fit import fit_nonnegative, welch_greater
-from pddkit.methods.maxk import maxk_grid, mean_of_highest
-from pddkit.studies import STUDIES
+from pddkit.studies.dataset_inference_fit import fit_nonnegative, welch_greater
 from pddkit.studies.infer import feature_methods, infer_dataset
 
 NO_MODEL = "/nonexistent/model/dir"  # every check below answers before a model would load
@@ -793,7 +793,7 @@ def world(tmp_path_factory):
     members. One torch thread: two on two shared cores are many times slower."""
     import torch
 
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
     from pddkit.sandbox.training import build_gpt2, save, train_bpe_tokenizer, train_causal_lm
 
     root = shared_path("corpora", "gutenberg")

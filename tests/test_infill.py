@@ -261,7 +261,8 @@ def provide(lm, texts: list[str], methods: str):
     from pddkit.engine.config import RunConfig
     from pddkit.engine.executors import LocalExecutor
     from pddkit.engine.infill_pass import infill_provider
-    from pddkit.engine.passes import PassContext, target_pass
+    from pddkit.engine.pass_context import PassContext
+    from pddkit.engine.passes import target_pass
     from pddkit.methods.base import Need, resolve_methods
 
     names = [f"text {i + 1}" for i in range(len(texts))]

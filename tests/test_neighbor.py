@@ -10,7 +10,8 @@ import torch
 from pddkit.cli import main
 from pddkit.errors import PddkitError
 from pddkit.resources import neighbors as nbmod
-from pddkit.resources.neighbors import NeighborParams, WordRule, load_mask_model, neighbors_of
+from pddkit.resources.neighbor_sets import NeighborParams
+from pddkit.resources.neighbors import WordRule, load_mask_model, neighbors_of
 
 TEXT = "The detective looked at the letter and smiled at his old friend."
 

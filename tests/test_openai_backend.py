@@ -331,7 +331,8 @@ def test_a_checkpoint_swapped_under_the_same_name_is_not_served_from_the_cache(s
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.backends.caching import CachingBackend
+    from pddkit.cache import StatsStore
 
     torch.manual_seed(1)
     other = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_layer=2, n_embd=32, n_head=2,

@@ -10,6 +10,8 @@ import pytest
 from cli_helpers import run_cli, write_jsonl
 from tiny_models import save_tiny_gpt2
 
+from pddkit.reporting.terminal import summary
+
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
 
 
@@ -142,7 +144,7 @@ def test_a_sandbox_folder_given_as_model_says_where_its_target_model_is(tiny, tm
 
 
 def test_a_swept_sandbox_folder_names_each_target_model(tiny, tmp_path):
-    from pddkit.sandbox.folders import not_a_model
+    from pddkit.backends.sandbox_folders import not_a_model
 
     root = _sandbox_folder(tmp_path / "sb", tiny, runs=("repeats=1", "repeats=2"))
     said = not_a_model(str(root))
@@ -399,8 +401,8 @@ def _result(splits=None):
 def test_run_result_has_a_short_repr_and_a_summary():
     r = _result()
     assert repr(r) == ("<RunResult: 60 texts (30 members, 30 non-members); methods loss, zlib, "
-                       "mink; .summary() for the table>")
-    text = r.summary()
+                       "mink; pddkit.summary(result) for the table>")
+    text = summary(r)
     assert text.splitlines()[0].startswith("scored 60 texts with 3 methods")
     assert "AUC [95% CI]" in text and all(k in text for k in ("loss", "zlib", "mink"))
 
@@ -410,7 +412,7 @@ def test_a_method_significantly_below_chance_is_pointed_out(tmp_path):
 
     r = _result()
     assert r.metrics()["zlib"].auc_ci.high < 0.5 and r.metrics()["mink"].auc_ci.high > 0.5
-    text = r.summary()
+    text = summary(r)
     notes = [line for line in text.splitlines() if "significantly below 0.5" in line]
     assert len(notes) == 1 and notes[0].startswith("zlib: AUC ")  # not mink (chance), not loss
     r.write(tmp_path / "out")

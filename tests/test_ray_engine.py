@@ -83,8 +83,9 @@ def test_ray_equals_local_bit_for_bit_and_the_cache_sends_misses_only(local_ray,
     Ray engine still encodes (tokenizer only), looks up the cache (fingerprint from an
     actor), reports the model's facts and decodes truncated spans, with statistics equal
     to the local engine's bit for bit."""
+    from pddkit.backends.caching import CachingBackend
     from pddkit.backends.hf import HFBackend
-    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.cache import StatsStore
     from pddkit.engine.executors import LocalExecutor
     from pddkit.engine.executors_ray import RayExecutor
     from pddkit.engine.passes import describe

@@ -217,9 +217,10 @@ def test_texts_too_short_for_a_prompt_and_a_reference_are_refused_before_samplin
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_from_the_cache_without_sampling_again(tiny, tmp_path):
+    from pddkit.backends.caching import CachingBackend
     from pddkit.backends.hf import HFBackend
     from pddkit.backends.hf_loading import load_model
-    from pddkit.cache import CachingBackend, StatsStore
+    from pddkit.cache import StatsStore
 
     backend = HFBackend(load_model(str(tiny), device="cpu", dtype="float32"), batch_size=1)
     args = (3, 50, 1.0, 1.0, 4, [11, 12, 13, 14, 15])

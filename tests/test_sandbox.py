@@ -6,8 +6,9 @@ import pytest
 from conftest import gutenberg_paragraphs
 
 from pddkit.cli import main
+from pddkit.data.gutenberg import strip_gutenberg
 from pddkit.errors import PddkitError
-from pddkit.sandbox.corpus import Corpus, Document, load_corpus, sections, strip_gutenberg
+from pddkit.sandbox.corpus import Corpus, Document, load_corpus, sections
 from pddkit.sandbox.experiment import parse_sweep
 from pddkit.sandbox.split import split_documents, windows
 

@@ -119,7 +119,7 @@ def test_texts_without_a_subset_count_in_the_pooled_metrics_only():
 
 @pytest.mark.slow
 def test_the_blind_baseline_is_fitted_within_each_subset():
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     ds = labelled(subsets=("a", "b"), n=20, one_class=None)
     res = run(ds, blind=True)
@@ -149,8 +149,8 @@ def test_blind_subsets_that_cannot_be_fitted_get_no_auc():
 
 @pytest.mark.slow
 def test_pddkit_blind_reports_each_subset_too(tmp_path):
-    from pddkit.evaluation.blind import BlindBaseline
-    from pddkit.evaluation.blind_run import blind_result
+    from pddkit.blind.baseline import BlindBaseline
+    from pddkit.engine.blind_run import blind_result
 
     ds = labelled(subsets=("a", "b"), n=20)
     res = blind_result(ds, seed=0, n_bootstrap=30)

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from pddkit.cli import main
+from pddkit.data.stratified import stratified_split
 from pddkit.errors import PddkitError
-from pddkit.evaluation.validation import choose, stratified_split, validate
+from pddkit.evaluation.validation import choose, validate
 
 
 def test_stratified_split_keeps_both_classes_and_is_seeded():

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from pddkit.version import __version__
 
-__all__ = ["PddkitError", "__version__", "evaluate", "score"]
+__all__ = ["PddkitError", "__version__", "evaluate", "score", "summary"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from pddkit.api import evaluate, score
     from pddkit.errors import PddkitError
+    from pddkit.reporting.terminal import summary
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from pddkit import api
 
         return getattr(api, name)
+    if name == "summary":  # the table `pddkit run` prints, of a RunResult
+        from pddkit.reporting.terminal import summary
+
+        return summary
     if name == "PddkitError":
         from pddkit.errors import PddkitError
 

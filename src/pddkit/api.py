@@ -366,7 +366,7 @@ def evaluate(texts: Sequence[str], labels: Sequence[int], model, methods: str = 
 
     Returns:
         The scores, metrics (AUC, TPR at low FPR, bootstrap intervals), the blind
-            baseline and notices; `.summary()` is the table `pddkit run` prints.
+            baseline and notices; `pddkit.summary(result)` is the table `pddkit run` prints.
     """
     options = dict(locals())
     options["probe_lrs"] = tuple(probe_lrs)

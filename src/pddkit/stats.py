@@ -105,7 +105,7 @@ class Observation:
     reference: TokenStats | None = None  # reference model, its own tokenizer
     log_freq: np.ndarray | None = None  # [|V|] log f(v) of the frequency table (DC-PDD)
     # target model on neighbour texts, best first: per (top_k, dropout, seed) of `neighbor`
-    # (resources.neighbors.NeighborParams), or one tuple for any parameters (hand-made)
+    # (resources.neighbor_sets.NeighborParams), or one tuple for any parameters (hand-made)
     neighbors: Mapping[tuple, tuple[TokenStats, ...]] | tuple[TokenStats, ...] | None = None
     probe: float | None = None  # member probability of the linear probe (resources/probe/)
     # SPEC 3b. The text's statistics given a prefix of shots, per (role, shots) with role

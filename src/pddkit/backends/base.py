@@ -65,7 +65,7 @@ class BackendSpec:
         return dict(self.options).get(name, default)
 
     def build(self) -> Backend:
-        from pddkit.backends import get_backend
+        from pddkit.backends.registry import get_backend
 
         return get_backend(self.kind).from_spec(self)
 

@@ -16,8 +16,8 @@ import os
 from collections.abc import Sequence, Set
 from pathlib import Path
 
-from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
+from pddkit.backends.registry import register_backend
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 
@@ -283,7 +283,7 @@ class HFBackend:
     def facts(self) -> dict:
         """What results.json reports about the model (loads it; run_elsewhere: asked of
         where it runs)."""
-        from pddkit.resources.frequency import vocab_fingerprint
+        from pddkit.cache.fingerprint import vocab_fingerprint
 
         if self._identity is not None:
             return dict(self._identity()[1])

@@ -164,7 +164,7 @@ def checked_source(name: str, adapter: str | None, *, role: str, trust_remote_co
 
 def _refuse_sandbox_folder(name: str, role: str) -> None:
     """A sandbox's output folder given as a model: one sentence saying where its models are."""
-    from pddkit.sandbox.folders import not_a_model
+    from pddkit.backends.sandbox_folders import not_a_model
 
     said = not_a_model(name, role)
     if said:

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit import progress
-from pddkit.backends import register_backend
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
 from pddkit.backends.openai_client import (
     CompletionsClient,
@@ -35,6 +34,7 @@ from pddkit.backends.openai_client import (
 )
 from pddkit.backends.openai_echo import NoLogprobsError, completion_texts, prompt_logprobs
 from pddkit.backends.openai_probe import as_sent
+from pddkit.backends.registry import register_backend
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
 

@@ -1,9 +1,16 @@
 """The statistics cache: per-text TokenStats keyed by model fingerprint and token ids.
 
-    store = StatsStore.open(directory)           # creates it; one sentence if unusable
-    backend = CachingBackend(backend, store)     # same Backend protocol
-    backend.hits, backend.misses                 # texts per pass (desc)
-    backend.close()                              # write what is buffered (also at exit)
+store = StatsStore.open(directory)           # creates it; one sentence if unusable
+backend = CachingBackend(backend, store)     # backends/caching.py: same Backend protocol
+backend.hits, backend.misses                 # texts per pass (desc)
+backend.close()                              # write what is buffered (also at exit)
+
+layout.py is the directory's format (manifest, shards), store.py the statistics store,
+memo.py the memo of other results, directory.py `pddkit cache info/clear`, fingerprint.py
+what identifies a model and tokenizer.
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir and
+data.
 """
 
 from __future__ import annotations
@@ -11,7 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pddkit.cache.caching import CachingBackend
 from pddkit.cache.directory import CacheInfo, ModelCount
 from pddkit.cache.fingerprint import (
     fingerprint_of,
@@ -19,7 +25,8 @@ from pddkit.cache.fingerprint import (
     tokenizer_digest,
     weights_digest,
 )
-from pddkit.cache.store import VERSION, StatsStore, text_key
+from pddkit.cache.layout import VERSION, text_key
+from pddkit.cache.store import StatsStore
 
 
 def cache_info(path: str | os.PathLike) -> CacheInfo:
@@ -36,6 +43,6 @@ def cache_clear(path: str | os.PathLike) -> int:
     return clear_directory(Path(path).expanduser())
 
 
-__all__ = ["VERSION", "CacheInfo", "CachingBackend", "ModelCount", "StatsStore", "cache_clear",
+__all__ = ["VERSION", "CacheInfo", "ModelCount", "StatsStore", "cache_clear",
            "cache_info", "fingerprint_of", "hf_fingerprint", "text_key", "tokenizer_digest",
            "weights_digest"]

@@ -7,8 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pddkit.cache.memo import MEMO
-from pddkit.cache.store import (
+from pddkit.cache.layout import (
     MANIFEST,
     SHARD_PREFIX,
     VERSION,
@@ -17,6 +16,7 @@ from pddkit.cache.store import (
     read_index,
     shard_paths,
 )
+from pddkit.cache.memo import MEMO
 from pddkit.errors import PddkitError
 
 

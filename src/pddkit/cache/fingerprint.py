@@ -346,3 +346,9 @@ class DigestMemo:
         except OSError as e:
             logger.debug("could not write the weights digest memo %s: %s", self.path, e)
             tmp.unlink(missing_ok=True)
+
+
+def vocab_fingerprint(tokenizer) -> str:
+    """sha256 of the token -> id map, so equal-sized but different vocabularies differ."""
+    items = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pddkit.cache.store import ids_digest, write_atomic
+from pddkit.cache.layout import ids_digest, write_atomic
 
 logger = logging.getLogger(__name__)
 

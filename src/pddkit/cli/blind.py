@@ -21,7 +21,7 @@ def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_fi
     number of texts means the data separates them without any model, so detection AUCs on
     it prove little."""
     from pddkit import output_dir
-    from pddkit.evaluation.blind_run import run_blind
+    from pddkit.engine.blind_run import run_blind
 
     if output is not None:
         output_dir.prepare(output, overwrite)  # before the work: fail early, lose nothing

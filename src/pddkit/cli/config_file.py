@@ -86,6 +86,12 @@ class ConfigGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return _with_context(super().parse_args, ctx, args)
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Also records the group on the command, so that a command knows its run files'
+        name ("pddkit traps detect") and its sibling commands (root_of)."""
+        super().add_command(cmd, name)
+        cmd.config_group = self  # type: ignore[attr-defined]
+
 
 def _with_context(parse, ctx: click.Context, args: list[str]) -> list[str]:
     """`parse(ctx, args)`, a usage error it raises given the command's context (click's
@@ -112,9 +118,19 @@ def keys(command: click.Command) -> dict[str, click.Parameter]:
     return {key_of(p): p for p in command.params if p.expose_value and p.name}
 
 
-def commands() -> Iterator[tuple[str, click.Command]]:
-    """("traps detect", command) for every command below `pddkit`, groups walked."""
-    from pddkit.cli.app import cli
+def root_of(command: click.Command) -> click.Command:
+    """The outermost ConfigGroup `command` was added to (the `pddkit` group, cli/app.py),
+    or the command itself when it is in none."""
+    while (group := getattr(command, "config_group", None)) is not None:
+        command = group
+    return command
+
+
+def commands(root: click.Command) -> Iterator[tuple[str, click.Command]]:
+    """("traps detect", command) for every command below `root` (the `pddkit` group,
+    cli/app.py), groups walked; a lone command is its own only one."""
+    if not isinstance(root, click.Group):
+        return iter([(root.name or "?", root)])
 
     def walk(group: click.Group, prefix: str) -> Iterator[tuple[str, click.Command]]:
         for name, cmd in sorted(group.commands.items()):
@@ -123,12 +139,13 @@ def commands() -> Iterator[tuple[str, click.Command]]:
             else:
                 yield f"{prefix}{name}", cmd
 
-    return walk(cli, "")
+    return walk(root, "")
 
 
 def name_of(command: click.Command) -> str:
     """"pddkit traps detect" for that command."""
-    return "pddkit " + next((n for n, c in commands() if c is command), command.name or "?")
+    return "pddkit " + next((n for n, c in commands(root_of(command)) if c is command),
+                            command.name or "?")
 
 
 # ---- reading
@@ -144,7 +161,7 @@ def load(ctx: click.Context, _param: click.Parameter, value: str | None) -> None
     usage = USAGE.search(path.read_text(encoding="utf-8"))
     this = name_of(ctx.command)
     if usage and f"pddkit {usage.group(1)}" != this and any(
-            n == usage.group(1) for n, _ in commands()):
+            n == usage.group(1) for n, _ in commands(root_of(ctx.command))):
         raise PddkitError(f"{path} is a run file for pddkit {usage.group(1)} (its usage line), "
                           f"not for {this}")
     valid = keys(ctx.command)
@@ -203,7 +220,8 @@ def _not_a_key(path: Path, raw: str, key: str, command: click.Command,
     this = name_of(command)
     if key == "config":
         return f"{path}: a run file cannot name another run file (config)"
-    owners = [f"pddkit {n}" for n, c in commands() if c is not command and key in keys(c)]
+    owners = [f"pddkit {n}" for n, c in commands(root_of(command))
+              if c is not command and key in keys(c)]
     theirs = f"{', '.join(owners[:3])}{', ...' if len(owners) > 3 else ''}"
     # another command's key is taken for a slip only when very near one of this command's
     # (method -> methods, ratio 0.92; not sweep -> seed, 0.67)

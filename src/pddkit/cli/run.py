@@ -36,6 +36,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.data import load_table
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.reporting.terminal import summary
 
     options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
     options.check_index_flags(index)
@@ -95,7 +96,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
             scored = split_documents(dataset, split_words, max_texts)
         text_of = {s.id: s.text for s in scored.samples}
         preview = [text_of[i] for i in result.ids]
-    click.echo(result.summary(texts=preview))
+    click.echo(summary(result, texts=preview))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}")
     if result.labelled and not no_report:  # an optional stage: a failure is a notice
         from pddkit.engine.stages import REPORT, Stage, run_stages

@@ -7,7 +7,6 @@ applied identically when indexing and when checking; layout.py is the index fold
 format (files, manifest, checks); build.py tokenizes and builds the suffix arrays;
 index.py opens an index; overlap.py measures texts against it.
 
-May import: pddkit.errors, pddkit.progress, pddkit.data, pddkit.cache.fingerprint and
-pddkit.backends.hf_loading (tokenizers). Imported by the engine, builders, studies and
-the CLI; never imports them.
+May import: errors, version, params, registry, progress, stats, provenance, output_dir,
+data, cache and backends.
 """

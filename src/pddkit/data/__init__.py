@@ -1,4 +1,10 @@
-"""Benchmarks and files become labelled texts (`Dataset`)."""
+"""Benchmarks and files become labelled texts (`Dataset`): records and tables, the
+benchmarks' loaders (benchmarks/, registry.py there), n-gram overlap checks, shots,
+calibration texts and stratified splits. The benchmark builders (data/builders) read
+training-corpus indexes and are a layer of their own, above pddkit.corpus.
+
+May import: errors, version, params, registry, progress, stats, provenance and output_dir.
+"""
 
 from pddkit.data.benchmarks import BENCHMARKS, load_benchmark, register_benchmark
 from pddkit.data.jsonl import load_jsonl

@@ -82,7 +82,7 @@ def held_out(data: Dataset, seed: int) -> tuple[Dataset, CalibrationSet]:
     """(the texts left to evaluate, the calibration set): a seeded stratified 30% of the
     labelled `data` (documents kept whole), and out of the rest the texts equal to, or
     sharing a 13-word run with, a calibration text."""
-    from pddkit.evaluation.validation import stratified_split
+    from pddkit.data.stratified import stratified_split
 
     if not data.labelled:
         note = data.meta.get("unlabelled")

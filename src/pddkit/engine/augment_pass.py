@@ -5,7 +5,7 @@ any other text), and the copies written to augmentations.jsonl beside scores.jso
 
 from __future__ import annotations
 
-from pddkit.engine.passes import PassContext, provider, text_sets_stats
+from pddkit.engine.pass_context import PassContext, provider, text_sets_stats
 from pddkit.methods.base import Need
 
 

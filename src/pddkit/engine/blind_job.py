@@ -1,4 +1,4 @@
-"""The blind baseline of a run (evaluation/blind.py), computed beside the model passes.
+"""The blind baseline of a run (blind/baseline.py), computed beside the model passes.
 
 It needs the texts and labels only, no model, so it runs where a CPU core is idle:
 - `thread`: where the model passes leave a core idle for their whole length (a GPU, a
@@ -188,8 +188,8 @@ def beside_the_passes(config: RunConfig) -> bool:
 def unfit_reason(dataset: Dataset) -> str | None:
     """Why the baseline cannot be fitted on these texts, found before it starts (fewer than
     2 members or non-members, or documents of each with groups, to make folds of; no text
-    with a word: evaluation/blind_counts.py `word_shortage`), or None."""
-    from pddkit.evaluation.blind import TOO_FEW, word_shortage
+    with a word: blind/counts.py `word_shortage`), or None."""
+    from pddkit.blind.baseline import TOO_FEW, word_shortage
 
     y = np.asarray(dataset.labels)
     groups = _groups(dataset.samples)
@@ -219,7 +219,8 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
     sel = slice(None) if test_idx is None else test_idx
     metrics = compute_metrics(scores[sel], labels[sel], n_bootstrap=config.n_bootstrap,
                               seed=config.seed)
-    from pddkit.evaluation.blind_verdict import run_units, with_sample
+    from pddkit.blind.verdict import with_sample
+    from pddkit.evaluation.subsets import run_units
 
     params: dict = {"folds": folds, "grouped_by_document": grouped,
                     "neighbour_search": how["neighbour_search"]}
@@ -238,7 +239,7 @@ def blind_baseline(dataset: Dataset, config: RunConfig, test_idx: np.ndarray | N
 
 
 def _model(config: RunConfig):
-    from pddkit.evaluation.blind import BlindBaseline
+    from pddkit.blind.baseline import BlindBaseline
 
     return BlindBaseline(seed=config.seed, max_texts=config.blind_max_texts)
 

@@ -14,7 +14,7 @@ import logging
 import numpy as np
 
 from pddkit.data.calibration import CalibrationSet, calibration_for
-from pddkit.engine.passes import PassContext, provider, run_passes
+from pddkit.engine.pass_context import PassContext, observations, provider, run_providers
 from pddkit.errors import PddkitError
 from pddkit.methods.base import MethodCall, Need
 
@@ -52,8 +52,6 @@ def calibration_pass(ctx: PassContext) -> None:
     need, in a context of their own (their counts, notices of their own passes' fallbacks
     and audit rows stay apart from the texts under test); their observations go to
     ctx.extras["calibration"]."""
-    from pddkit.engine.score import observations
-
     cal: CalibrationSet | None = ctx.calibration
     if cal is None:  # engine/prepare.py makes it whenever the plan needs it
         raise RuntimeError("the calibration pass ran without calibration data")
@@ -69,7 +67,7 @@ def calibration_pass(ctx: PassContext) -> None:
         names=[f"calibration text {s.source or s.id}" for s in cal.samples],
         ids=[s.id for s in cal.samples], calls=calls, sets=[], spans=[], fields={}, extras={},
         counts={}, timings={}, calibration=None)
-    run_passes(sub, needs)
+    run_providers(sub, needs)  # every provider is registered: this one runs inside run_passes
     ctx.extras["calibration"] = observations(sub)
     ctx.counts["calibration"] = {**cal.counts(), "tokens": sub.counts.get("tokens", {}),
                                  "truncated": sub.counts.get("truncated", {})}

@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 
@@ -226,7 +226,8 @@ def _generated(ctx: PassContext) -> list[tuple[str, str, str]]:
             options["tokenizer"] = cfg.paraphraser_tokenizer
         para = cls.load(cfg.paraphraser, role="paraphraser", **options)
         if cfg.cache:
-            from pddkit.cache import CachingBackend, StatsStore
+            from pddkit.backends.caching import CachingBackend
+            from pddkit.cache import StatsStore
 
             para = CachingBackend(para, StatsStore.open(cfg.cache))
     ctx.models["paraphraser"] = {"name": cfg.paraphraser, "backend": cfg.paraphraser_backend,

@@ -33,7 +33,7 @@ import numpy as np
 
 from pddkit import progress
 from pddkit.data.samples import Dataset
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import MethodCall, Need, unmet
 from pddkit.stats import Observation
@@ -169,7 +169,7 @@ def pair_matrix(ctx: PassContext) -> tuple[np.ndarray, dict]:
     logger.info(line)
     cond = np.empty((n, n), dtype=np.float64)
     counted = {"cut": 0, "no_room": 0}
-    quiet, cache_log = _OneLinePerPass(), logging.getLogger("pddkit.cache.caching")
+    quiet, cache_log = _OneLinePerPass(), logging.getLogger("pddkit.backends.caching")
     cache_log.addFilter(quiet)
     bar = progress.bar(total=n, desc="emmia prefixes", unit="prefix")
     try:

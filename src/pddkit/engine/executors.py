@@ -16,7 +16,8 @@ from collections.abc import Sequence, Set
 from typing import Protocol
 
 from pddkit.backends.base import Backend
-from pddkit.stats import ON_REQUEST, TokenStats
+from pddkit.backends.caching import cache_fields
+from pddkit.stats import TokenStats
 
 
 class Executor(Protocol):
@@ -71,15 +72,6 @@ class LocalExecutor:
                seeds: Sequence[int]):
         return backend.sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds,
                               names=names)
-
-
-def cache_fields(backend: Backend, fields: Set[str]) -> dict:
-    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids),
-    or to a backend without one when some are computed only on request (stats.ON_REQUEST:
-    `tempered`): none when no field is asked for, or none a bare backend needs told."""
-    if not fields or not (getattr(backend, "store", None) or set(fields) & ON_REQUEST):
-        return {}
-    return {"fields": frozenset(fields)}
 
 
 def make_executor(config) -> Executor:

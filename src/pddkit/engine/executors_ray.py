@@ -36,7 +36,7 @@ import numpy as np
 
 from pddkit import progress
 from pddkit.backends.base import Backend, BackendSpec, Encoded
-from pddkit.engine.executors import cache_fields
+from pddkit.backends.caching import cache_fields
 from pddkit.errors import PddkitError, install_hint
 from pddkit.stats import ON_REQUEST, TokenStats
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence, Set
 from pathlib import Path
 
 from pddkit.engine.executors import LocalExecutor
-from pddkit.engine.passes import PassContext, _inner, provider
+from pddkit.engine.pass_context import PassContext, _inner, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 from pddkit.stats import TokenStats
@@ -136,7 +136,8 @@ def finetuned_pass(ctx: PassContext) -> None:
         ctx.extras.setdefault("folders", {})[name] = adapter
         backend = FineTunedBackend(ctx.target, adapter, settings)
         if ctx.config.cache:
-            from pddkit.cache import CachingBackend, StatsStore
+            from pddkit.backends.caching import CachingBackend
+            from pddkit.cache import StatsStore
 
             backend = CachingBackend(backend, StatsStore.open(ctx.config.cache))
         try:

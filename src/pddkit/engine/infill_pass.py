@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 

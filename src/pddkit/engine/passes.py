@@ -7,113 +7,35 @@ A provider is `fn(ctx: PassContext) -> None`, registered with `@provider(Need.X)
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from pddkit.backends.base import Backend
-from pddkit.data.samples import Dataset
-from pddkit.engine.config import RunConfig
-from pddkit.engine.executors import Executor
+from pddkit.engine import (  # noqa: F401  (each module registers its provider)
+    augment_pass,
+    calibration_pass,
+    decop_pass,
+    emmia_pass,
+    fsd_pass,
+    infill_pass,
+    repeat_pass,
+    sample_pass,
+    shots_pass,
+)
+from pddkit.engine.pass_context import (
+    PassContext,
+    _inner,
+    provider,
+    run_providers,
+    text_sets_stats,
+)
 from pddkit.errors import PddkitError
-from pddkit.methods.base import MethodCall, Need
+from pddkit.methods.base import Need
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
 
 PROBE_WARN_AUC = 0.6  # below this held-out auxiliary AUC the probe's scores are flagged
-
-
-@dataclass
-class PassContext:
-    """What the providers read and write for one run (mutable: filled pass by pass)."""
-
-    texts: list[str]
-    names: list[str]  # each text's name in errors ("FILE line 3")
-    ids: list[str]
-    calls: tuple[MethodCall, ...]
-    config: RunConfig
-    target: Backend  # the target model's backend (behind the cache when there is one)
-    executor: Executor
-    load_backend: Callable[[str, object], Backend]  # (role, given model or None) -> Backend
-    ref_model: object = None  # a preloaded reference model, if the caller gave one
-    aux: Dataset | None = None  # the probe's auxiliary texts
-    sets: list[np.ndarray] = field(default_factory=list)  # validation / test indices
-    spans: list[str] = field(default_factory=list)  # the scored span of each text
-    fields: dict = field(default_factory=dict)  # Observation field -> per-text values
-    # neighbour sets, probe search and grid; "trail": file name -> rows written beside
-    # scores.jsonl (shots.jsonl, augmentations.jsonl, samples.jsonl)
-    extras: dict = field(default_factory=dict)
-    counts: dict = field(default_factory=dict)
-    timings: dict = field(default_factory=dict)
-    models: dict = field(default_factory=dict)
-    notices: list[str] = field(default_factory=list)
-    given_neighbors: dict | None = None  # id -> neighbour texts the data set carries (meta)
-    shots: object | None = None  # data.shots.ShotPool of recall / conrecall (SPEC 3b)
-    language: str | None = None  # the data set's declared language ("zh": jieba words)
-    calibration: object | None = None  # data.calibration.CalibrationSet (SPEC 3e)
-    # id -> the data's title, author and source columns (decop; data/paraphrases.py)
-    document_fields: dict | None = None
-
-    def stats(self, backend: Backend, texts: list[str], names: list[str], desc: str,
-              fields: frozenset[str] = frozenset()) -> list[TokenStats]:
-        """TokenStats of `texts` under `backend`, through the executor; never non-finite.
-        `fields`: the optional TokenStats fields the methods read (executors.py)."""
-        out = self.executor.token_stats(backend, texts, names, desc, fields=fields)
-        finite = backend.capabilities.full_distribution
-        for st, name in zip(out, names):
-            bad = not np.isfinite(st.L).all() or (
-                finite and not (np.isfinite(st.H).all() and np.isfinite(st.M2).all()
-                                and (st.Lmax is None or np.isfinite(st.Lmax).all())
-                                and (st.tempered is None or np.isfinite(st.tempered).all())))
-            if bad:
-                raise PddkitError(f"{backend.name} gave non-finite log-probabilities for {name} "
-                                  "(a float16 overflow? try `dtype='float32'`)")
-        return out
-
-
-PROVIDERS: dict[Need | None, Callable[[PassContext], None]] = {}
-
-
-def provider(need: Need | None):
-    """Register the provider of `need` (None: the target pass, always run)."""
-
-    def wrap(fn: Callable[[PassContext], None]) -> Callable[[PassContext], None]:
-        PROVIDERS[need] = fn
-        return fn
-
-    return wrap
-
-
-def run_passes(ctx: PassContext, needs: list[Need]) -> None:
-    """The target pass, then one provider per need, each timed."""
-    from pddkit.engine import (  # noqa: F401
-        augment_pass,
-        calibration_pass,
-        decop_pass,
-        emmia_pass,
-        fsd_pass,
-        infill_pass,
-        repeat_pass,
-        sample_pass,
-        shots_pass,
-    )
-
-    for need in [None, *needs]:
-        t0 = time.perf_counter()
-        PROVIDERS[need](ctx)
-        ctx.timings[_TIMING[need]] = time.perf_counter() - t0
-
-
-_TIMING = {None: "target_pass", Need.LOWERCASE: "lowercase_pass", Need.REFERENCE: "reference_pass",
-           Need.FREQUENCY: "frequency_table", Need.NEIGHBORS: "neighbors", Need.PROBE: "probe",
-           Need.SHOTS: "conditioned_pass", Need.AUGMENTATIONS: "augmentation_pass",
-           Need.SAMPLES: "sampling", Need.INFILL: "infill_passes",
-           Need.CALIBRATION: "calibration_passes", Need.FINETUNED: "fsd",
-           Need.REPEATED: "repeated_pass", Need.PAIRS: "emmia_pairs_pass",
-           Need.QUIZ: "decop_quiz"}
 
 
 @provider(None)
@@ -180,6 +102,7 @@ def neighbor_pass(ctx: PassContext) -> None:
     n_neighbors; without a file or mask model, those the data set carries, e.g. WikiMIA's
     perturbed variant); every distinct neighbour text is scored once in one batched pass."""
     from pddkit.resources import neighbors
+    from pddkit.resources.neighbor_sets import NeighborParams
 
     wanted: dict = {}
     for c in ctx.calls:
@@ -188,7 +111,7 @@ def neighbor_pass(ctx: PassContext) -> None:
         p = c.params
         if p["n_neighbors"] < 1 or p["top_k"] < 1 or not 0 <= p["dropout"] < 1:
             raise PddkitError(f"{c.label} needs n_neighbors >= 1, top_k >= 1 and 0 <= dropout < 1")
-        key = neighbors.NeighborParams.of(p)
+        key = NeighborParams.of(p)
         wanted[key] = max(wanted.get(key, 0), int(p["n_neighbors"]))
     cfg = ctx.config
     if cfg.neighbors_file:
@@ -218,22 +141,7 @@ def neighbor_pass(ctx: PassContext) -> None:
     ctx.extras["neighbor_sets"] = sets
 
 
-def text_sets_stats(ctx: PassContext, sets: dict, what: str, desc: str):
-    """(per text {key: its texts' TokenStats}, distinct texts, of them truncated) for
-    `sets` (key -> per text, a tuple of texts: neighbours, pac's copies): every distinct text
-    of every set scored once, in one batched pass of the target; `what` names them in
-    errors ("a neighbour of")."""
-    unique: dict[str, str] = {}  # text -> its name in errors
-    for key, per_text in sets.items():
-        for name, texts in zip(ctx.names, per_text):
-            for t in texts:
-                unique.setdefault(t, f"{what} {name} ({key.label()})")
-    flat = list(unique)
-    stats = ctx.stats(ctx.target, flat, list(unique.values()), desc)
-    by_text = dict(zip(flat, stats))
-    fields = [{key: tuple(by_text[t] for t in per_text[i]) for key, per_text in sets.items()}
-              for i in range(len(ctx.texts))]
-    return fields, len(flat), sum(st.truncated for st in stats)
+
 
 
 @provider(Need.PROBE)
@@ -272,11 +180,6 @@ def probe_pass(ctx: PassContext) -> None:
     ctx.extras["probe_search"], ctx.extras["probe_grid"] = search, grid
 
 
-def _inner(backend: Backend) -> Backend:
-    """The backend itself, behind the statistics cache if there is one."""
-    return getattr(backend, "backend", backend)
-
-
 def _facts(backend: Backend) -> dict:
     """What the backend tells about its model and tokenizer: the backend's (or the cache's
     memo of them) `facts()`, else read from its tokenizer (every backend has one: ids are
@@ -285,7 +188,7 @@ def _facts(backend: Backend) -> dict:
     found = facts() if facts is not None else None
     if found is not None:
         return found
-    from pddkit.resources.frequency import vocab_fingerprint
+    from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = getattr(_inner(backend), "tokenizer", None)
     if tok is None:
@@ -302,3 +205,9 @@ def describe(backend: Backend) -> dict:
     if hasattr(inner, "server"):  # a served model: what its capability probe found
         info["server"] = inner.server.to_dict()
     return info
+
+
+def run_passes(ctx: PassContext, needs: list[Need]) -> None:
+    """The target pass, then one provider per need, each timed (every pass module is
+    imported above, so every provider is registered)."""
+    run_providers(ctx, needs)

@@ -231,7 +231,7 @@ def _auxiliary_data(dataset: Dataset, config: RunConfig) -> Dataset:
 
 def _with_validation(dataset: Dataset, config: RunConfig, val_dataset: Dataset | None):
     """(all texts, validation indices, test indices); indices are None without validation."""
-    from pddkit.evaluation.validation import stratified_split
+    from pddkit.data.stratified import stratified_split
 
     if config.val_fraction is None and val_dataset is None:
         return dataset, None, None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.methods.base import Need
 from pddkit.methods.camia_features import repeated_text
 

@@ -22,7 +22,8 @@ from pddkit.data.samples import Dataset
 from pddkit.engine.blind_job import BlindJob, unfit_reason
 from pddkit.engine.config import RunConfig
 from pddkit.engine.executors import make_executor
-from pddkit.engine.passes import PassContext, describe, run_passes
+from pddkit.engine.pass_context import PassContext
+from pddkit.engine.passes import describe, run_passes
 from pddkit.engine.pipeline import GIVEN, RESULT, Given, RunStage, run_in_order
 from pddkit.engine.prepare import HeldOut, Planned, Prepared, hold_out, plan_run, prepare_data
 from pddkit.engine.score import ScoreTable, score
@@ -252,7 +253,8 @@ def load_backend(config: RunConfig, role: str, given=None) -> Backend:
             options["adapter"] = adapter
         backend = cls.load(name, role=role, **options)
     if config.cache:
-        from pddkit.cache import CachingBackend, StatsStore
+        from pddkit.backends.caching import CachingBackend
+        from pddkit.cache import StatsStore
 
         backend = CachingBackend(backend, StatsStore.open(config.cache))
     return backend

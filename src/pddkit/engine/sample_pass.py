@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pddkit.engine.passes import PassContext
+from pddkit.engine.pass_context import PassContext, observations
 from pddkit.methods.base import MethodCall, every_text_line, fallback_line
 from pddkit.stats import Observation, TokenStats
 
@@ -31,26 +31,6 @@ class ScoreTable:
     models: dict
     notices: tuple[str, ...]
     observations: tuple[Observation, ...] = ()  # per text: what grids reading them need
-
-
-def observations(ctx: PassContext) -> list[Observation]:
-    """One Observation per text from the fields the passes filled."""
-    f = ctx.fields
-    return [Observation(text=ctx.spans[i], target=f["target"][i],
-                        lower=f["lower"][i] if "lower" in f else None,
-                        reference=f["reference"][i] if "reference" in f else None,
-                        log_freq=f.get("log_freq"),
-                        neighbors=f["neighbors"][i] if "neighbors" in f else None,
-                        probe=f["probe"][i] if "probe" in f else None,
-                        conditioned=f["conditioned"][i] if "conditioned" in f else None,
-                        augmented=f["augmented"][i] if "augmented" in f else None,
-                        samples=f["samples"][i] if "samples" in f else None,
-                        infill=f["infill"][i] if "infill" in f else None,
-                        finetuned=f["finetuned"][i] if "finetuned" in f else None,
-                        repeated=f["repeated"][i] if "repeated" in f else None,
-                        emmia=f["emmia"][i] if "emmia" in f else None,
-                        quiz=f["quiz"][i] if "quiz" in f else None)
-            for i in range(len(ctx.texts))]
 
 
 def method_scores(call: MethodCall, obs: list[Observation]) -> np.ndarray:

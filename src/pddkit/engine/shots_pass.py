@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from pddkit.data.shots import ShotPool, pool_for
-from pddkit.engine.passes import PassContext, provider
+from pddkit.engine.pass_context import PassContext, provider
 from pddkit.errors import PddkitError
 from pddkit.methods.base import Need
 

@@ -1,6 +1,11 @@
-"""Scores -> metrics (AUC, TPR at low FPR, bootstrap intervals), validation, the blind
-baseline and result files (results.json, scores.jsonl): numbers only; reporting/ turns them
-into tables and pages."""
+"""Scores -> metrics (AUC, TPR at low FPR, bootstrap intervals), validation, thresholds,
+subsets, the document level and a run's results (results.py: results.json,
+scores.jsonl): numbers only; reporting/ renders them and evaluation imports nothing of
+it. The blind baseline is pddkit.blind; the studies' statistics live in studies/.
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir,
+data, cache, backends, corpus, data.builders, resources, methods and blind.
+"""
 
 from pddkit.evaluation.metrics import FPR_TARGETS, Interval, Metrics, compute_metrics
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +40,7 @@ class RunResult:
     notices: tuple[str, ...] = field(default_factory=tuple)
     splits: tuple[str, ...] | None = None  # "val" / "test" per text when validating
     validation: dict = field(default_factory=dict)  # label -> evaluation.validation.Validated
-    neighbors: object | None = None  # resources.neighbors.NeighborSets: per parameter set, per text
+    neighbors: object | None = None  # resources.neighbor_sets.NeighborSets: per parameter set, per text
     probe: object | None = None  # resources.probe.LinearProbe, saved to OUTPUT/probe
     probe_validated: object | None = None  # the probe chosen on validation: OUTPUT/probe-validated
     subsets: tuple[str | None, ...] | None = None  # each text's subset (domain, field, length)
@@ -72,27 +71,8 @@ class RunResult:
                if self.labelled else ", unlabelled")
         labels = [m.label for m in self.methods]
         return (f"<RunResult: {n} texts{who}; methods {', '.join(labels) or 'none'}"
-                f"{'; metrics on the test part' if self.splits else ''}; .summary() for the "
-                "table>")
-
-    def summary(self, texts: Sequence[str] | None = None) -> str:
-        """What `pddkit run` prints: the scored line, then the metrics table (AUC with its
-        95% CI, TPR at 1/5/10% FPR, the blind baseline's verdict) for labelled texts or score
-        statistics and the likeliest members for unlabelled ones (`texts`, in `ids` order,
-        add a preview of each), then the validation and document-level tables when the run
-        has them."""
-        from pddkit.reporting import terminal
-
-        parts = [terminal.scored_line(self)]
-        parts.append(terminal.metrics_table(self) if self.labelled
-                     else terminal.unlabelled_summary(self, top=10, texts=texts))
-        if self.corpus is not None:
-            parts.append(terminal.corpus_lines(self))
-        if self.validation:
-            parts.append(terminal.validation_table(self))
-        if self.documents is not None:
-            parts.append(terminal.documents_table(self))
-        return "\n".join(p for p in parts if p)
+                f"{'; metrics on the test part' if self.splits else ''}; pddkit.summary(result) "
+                "for the table>")
 
     def subset_counts(self) -> dict:
         """Subset name -> evaluation.subsets.SubsetCount of the texts the metrics are on
@@ -122,7 +102,7 @@ class RunResult:
     @property
     def blind(self):
         """The blind baseline's verdict (None when it did not run)."""
-        from pddkit.evaluation.blind_verdict import verdict
+        from pddkit.blind.verdict import verdict
 
         m = next((m for m in self.methods if m.label == "blind"), None)
         return None if m is None or m.metrics is None else verdict(m.metrics, m.params.get("units"))
@@ -136,7 +116,7 @@ class RunResult:
 
     def _blind_dict(self) -> dict | None:
         """The blind verdict; per subset too when the baseline was fitted within subsets."""
-        from pddkit.evaluation.blind_verdict import verdict
+        from pddkit.blind.verdict import verdict
 
         if self.blind is None:
             return None

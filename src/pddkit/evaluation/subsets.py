@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pddkit.blind.verdict import effective_units
 from pddkit.evaluation.metrics import Metrics, compute_metrics
 
 logger = logging.getLogger(__name__)
@@ -119,4 +120,20 @@ def fitted_within(subsets: Sequence[str | None], labels: Sequence[int],
                 notices.append(f"no blind baseline for subset {name}: {e}")
             continue
         out[name] = compute_metrics(scores[rows], measured, n_bootstrap=n_bootstrap, seed=seed)
+    return out
+
+
+def run_units(labels, groups, test_idx=None, subsets=None) -> dict:
+    """The verdict's units of a run's blind baseline, for MethodResult.params: `units`
+    (of the texts its metrics are on, the test part when validating) and, when the data
+    has subsets, `subset_units` per subset; {} without groups."""
+    if groups is None:
+        return {}
+    y, g = np.asarray(labels), np.asarray(groups, dtype=object)
+    sel = np.arange(len(y)) if test_idx is None else np.asarray(test_idx, dtype=int)
+    out: dict = {"units": effective_units(y[sel], list(g[sel]))}
+    names = breakdown(subsets) if subsets is not None else []
+    if names:
+        out["subset_units"] = {name: effective_units(y[idx], list(g[idx])) for name, idx in
+                               subset_indices(subsets, names, test_idx).items()}
     return out

@@ -21,7 +21,7 @@ validation texts; it is the expected rate only when there are too few texts per 
 With `groups` (the document each text was cut from, e.g. BookMIA's book) the folds are
 whole groups (`group_folds`: seeded, balanced per class), so texts of one book never sit on
 both sides; each validation text's out-of-fold call (`oof_calls_`) then gives every
-never-seen book's own out-of-fold count (evaluation/book_rates.py).
+never-seen book's own out-of-fold count (studies/book_rates.py).
 """
 
 from __future__ import annotations

@@ -215,13 +215,6 @@ def every_text_line(label: str, total: int) -> str:
 METHODS: Registry[MethodSpec] = Registry("method")
 
 
-def _load_builtin() -> None:
-    import pddkit.methods  # noqa: F401  (registers the built-in methods)
-
-
-METHODS.set_loader(_load_builtin)
-
-
 def register_method(name: str, *, needs: tuple[Need, ...] = (), requires: tuple[str, ...] = (),
                     text_requires: tuple[str, ...] = (), grid: Grid | None = None, paper: str,
                     summary: str, fallback: Callable[..., str | None] | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,39 +97,3 @@ def _percentiles(L: np.ndarray, n: np.ndarray, ks: Sequence[float]) -> np.ndarra
         a, b = srt[rows, lo], srt[rows, hi]
         out[:, j] = np.where(frac > 0, a + (b - a) * frac, a)
     return out
-
-
-def grids() -> dict[str, Grid]:
-    """Every registered method's grid, by method name."""
-    from pddkit.methods.base import METHODS
-
-    return {m.name: m.grid for m in METHODS if m.grid is not None}
-
-
-# Compatibility names (the engine before grids lived beside their methods): thin readers
-# of the registry, no copy of the values. New code reads MethodSpec.grid.
-
-class _GridValues(Mapping):
-    """GRIDS[method] -> {parameter: [values]}, read from the registry on each access."""
-
-    def __getitem__(self, method: str) -> dict[str, list[float]]:
-        return {k: list(v) for k, v in grids()[method].values.items()}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(grids())
-
-    def __len__(self) -> int:
-        return len(grids())
-
-
-GRIDS: Mapping[str, dict[str, list[float]]] = _GridValues()
-
-
-def grid_points(method: str) -> list[dict]:
-    """Compatibility: `METHODS.get(method).grid.points()`."""
-    return grids()[method].points()
-
-
-def grid_scores(method: str, P: Padded, log_freq: np.ndarray | None = None) -> np.ndarray:
-    """Compatibility: `METHODS.get(method).grid.scores(P, log_freq)`."""
-    return grids()[method].scores(P, log_freq)

@@ -16,7 +16,7 @@ from pddkit.stats import Observation
 def _neighbours(obs: Observation, n_neighbors: int, top_k: int, dropout: float,
                 seed: int) -> tuple:
     """The neighbours' statistics the score averages over: the first n_neighbors."""
-    from pddkit.resources.neighbors import NeighborParams
+    from pddkit.resources.neighbor_sets import NeighborParams
 
     nbs = obs.neighbors
     if isinstance(nbs, Mapping):

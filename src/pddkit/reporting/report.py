@@ -149,7 +149,7 @@ def _images(results: dict, rows: list[dict]) -> list[Image]:
     surp = next((v["validation"] for v in results["methods"].values()
                  if v["method"] == "surp" and v.get("validation")), None)
     if surp:
-        from pddkit.methods.grid import grids
+        from pddkit.methods import grids
 
         g = grids()["surp"].values
         grid = np.array(surp["val_auc_grid"]).reshape(len(g["entropy_threshold"]), len(g["k"]))

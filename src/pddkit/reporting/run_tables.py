@@ -162,7 +162,7 @@ def subset_table(results: dict, terminal: bool = False) -> Table | None:
 
 def blind_subset_warning(results: dict) -> str | None:
     """One sentence naming the subsets where the blind baseline, fitted within the subset,
-    warns (evaluation/blind_verdict.py); None when none does."""
+    warns (blind/verdict.py); None when none does."""
     per = (results.get("blind_baseline") or {}).get("subsets") or {}
     hits = [f"{n} (AUC {v['auc']:.3f}" + (f", p = {v['p']:.2g})" if "p" in v else ")")
             for n, v in per.items() if v and v["warn"]]

@@ -13,6 +13,24 @@ from pddkit.reporting import run_tables
 from pddkit.reporting.table import Num, Table, to_text
 
 
+def summary(result: RunResult, texts: Sequence[str] | None = None) -> str:
+    """What `pddkit run` prints (`pddkit.summary(result)`): the scored line, then the
+    metrics table (AUC with its 95% CI, TPR at 1/5/10% FPR, the blind baseline's verdict)
+    for labelled texts or score statistics and the likeliest members for unlabelled ones
+    (`texts`, in `result.ids` order, add a preview of each), then the validation and
+    document-level tables when the run has them."""
+    parts = [scored_line(result)]
+    parts.append(metrics_table(result) if result.labelled
+                 else unlabelled_summary(result, top=10, texts=texts))
+    if result.corpus is not None:
+        parts.append(corpus_lines(result))
+    if result.validation:
+        parts.append(validation_table(result))
+    if result.documents is not None:
+        parts.append(documents_table(result))
+    return "\n".join(p for p in parts if p)
+
+
 def metrics_table(result: RunResult) -> str:
     """Rows = methods; AUC with its 95% CI and TPR at 1/5/10% FPR; best per column marked *;
     the blind baseline's verdict below; then, when the data set has subsets, the AUC per
@@ -124,7 +142,7 @@ def blind_summary(result: RunResult, name: str) -> str:
     """What `pddkit blind` prints of its result on data set `name`: counts and folds, the
     AUC and TPRs with their bootstrap intervals (a TPR whose rate allows no false positive
     with these non-members marked, as in a run's table), the verdict, each subset's."""
-    from pddkit.evaluation.blind_verdict import verdict
+    from pddkit.blind.verdict import verdict
 
     m, params, c = result.methods[0].metrics, result.methods[0].params, result.counts
     sample = params.get("sample")

@@ -9,7 +9,6 @@ needs no pickle. A table built with another vocabulary is refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from pddkit import progress
+from pddkit.cache.fingerprint import vocab_fingerprint
 from pddkit.data.jsonl import text_of_line
 from pddkit.errors import PddkitError
 from pddkit.version import __version__
@@ -26,12 +26,6 @@ from pddkit.version import __version__
 logger = logging.getLogger(__name__)
 
 CORPUS_SUFFIXES = (".txt", ".jsonl")
-
-
-def vocab_fingerprint(tokenizer) -> str:
-    """sha256 of the token -> id map, so equal-sized but different vocabularies differ."""
-    items = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
-    return hashlib.sha256(json.dumps(items, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

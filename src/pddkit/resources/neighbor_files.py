@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pddkit.errors import PddkitError
-from pddkit.resources.neighbors import NeighborParams, NeighborSets
+from pddkit.resources.neighbor_sets import NeighborParams, NeighborSets
 
 logger = logging.getLogger(__name__)
 

@@ -36,33 +36,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
 from pddkit import progress
 from pddkit.errors import PddkitError
+from pddkit.resources.neighbor_sets import NeighborParams, NeighborSets
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "pddkit-neighbors/2"
 MIN_REST = 1e-12  # 1 - p_j(w_j) is clamped to at least this (a masked LM certain of w_j)
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
-
-
-class NeighborParams(NamedTuple):
-    """What decides a text's neighbours besides the masked LM; n_neighbors only slices."""
-
-    top_k: int
-    dropout: float
-    seed: int
-
-    @classmethod
-    def of(cls, params: Mapping) -> NeighborParams:
-        return cls(int(params["top_k"]), float(params["dropout"]), int(params["seed"]))
-
-    def label(self) -> str:
-        return f"top_k={self.top_k}, dropout={self.dropout:g}, seed={self.seed}"
 
 
 @dataclass(frozen=True)
@@ -315,30 +299,6 @@ def generate(mm: MaskModel, texts: Sequence[str], names: Sequence[str], n_neighb
                        "masked LM %s; only words within it are replaced", cut, len(texts), limit,
                        mm.name)
     return out, cut
-
-
-@dataclass(frozen=True)
-class NeighborSets:
-    """Neighbour texts per parameter set: `texts[params][i]` = text i's neighbours, best
-    first, generated for `n_generated[params]` (the largest n_neighbors asked for with
-    those parameters; a call asking for fewer takes the first ones)."""
-
-    texts: dict[NeighborParams, tuple[tuple[str, ...], ...]]
-    n_generated: dict[NeighborParams, int]
-    mask_model: str
-
-    def save(self, path: str | Path, ids: Sequence[str]) -> Path:
-        """OUTPUT/neighbors.jsonl: one line per (text, parameter set), reusable with
-        --neighbors."""
-        path = Path(path)
-        with path.open("w") as fh:
-            for params, per_text in self.texts.items():
-                for sid, nbs in zip(ids, per_text):
-                    fh.write(json.dumps({
-                        "format": FORMAT, "id": sid, "params": params._asdict(),
-                        "n_neighbors": self.n_generated[params], "mask_model": self.mask_model,
-                        "neighbors": list(nbs)}) + "\n")
-        return path
 
 
 def generate_sets(mm: MaskModel, texts: Sequence[str], names: Sequence[str],

@@ -23,6 +23,7 @@ contaminants' rows in RUN/train-documents.jsonl (role `contaminant`, `repeats` =
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -233,6 +234,13 @@ class ContaminationCheck:
                 + f" occur in or share a {N}-word run with training text")
 
 
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        raise PddkitError(f"ground truth check: {path} is missing")
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def present(out: Path, run_dir: Path) -> bool:
     return (out / EXAMPLES).is_file() or (run_dir / FOLDER / EVALUATED).is_file()
 
@@ -241,8 +249,6 @@ def verify(out: Path, run_dir: Path, train: list[dict], ref_texts: list[str],
            ref_grams: set[int]) -> ContaminationCheck:
     """Check a run's contamination files (module docstring) against its training rows
     `train` and the reference pool / tokenizer texts; raises PddkitError on any failure."""
-    from pddkit.sandbox.ground_truth import read_jsonl
-
     source = {r["id"]: r for r in read_jsonl(out / EXAMPLES)}
     rows = read_jsonl(run_dir / FOLDER / EVALUATED)
     train_grams: set[int] = set()

@@ -33,6 +33,7 @@ from pddkit.data.ngrams import N, ngram_hashes
 from pddkit.data.samples import Dataset
 from pddkit.errors import PddkitError
 from pddkit.sandbox import contamination, traps
+from pddkit.sandbox.contamination import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +50,6 @@ def write_jsonl(path: Path, rows: Iterable[dict]) -> Path:
         for row in rows:
             fh.write(json.dumps(row) + "\n")
     return path
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        raise PddkitError(f"ground truth check: {path} is missing")
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def write_split_texts(out: Path, split, tokenizer_texts: list[dict] | None) -> None:

@@ -1,33 +1,21 @@
 """Case studies (Shi et al. 2024 sections 6-7; Maini et al. 2024): each one configures a
 question, scores texts through the engine, decides, and reports, as a Python function
 returning a typed result and one CLI command. One module per study below this package;
-`register_study` is the one place they are named (`pddkit list` shows them)."""
+`register_study` is the one place they are named (`pddkit list` shows them).
+
+The registry lives in registry.py, which each study imports; this __init__ imports the
+studies on the first lookup. The studies' statistics live beside them: dataset_inference.py
+(with _fit, _halves and _verdict; Maini et al.'s test, `pddkit infer`), book_rates.py and
+beta_binomial.py (the copyrighted-book audit's decision, `pddkit audit`).
+
+May import: errors, version, params, registry, progress, stats, provenance, output_dir,
+data, cache, backends, corpus, data.builders, resources, methods, blind, evaluation, engine,
+reporting and api.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pddkit.registry import Registry
-
-
-@dataclass(frozen=True)
-class StudySpec:
-    name: str  # the CLI command, e.g. "audit"
-    description: str  # one line: what it answers, and the paper
-    paper: str
-
-
-STUDIES: Registry[StudySpec] = Registry("study")
-
-
-def register_study(name: str, description: str, paper: str):
-    """Decorator of a study's entry function: registers its name, description and paper."""
-
-    def deco(fn):
-        STUDIES.add(name, StudySpec(name, description, paper))
-        return fn
-
-    return deco
+from pddkit.studies.registry import STUDIES, StudySpec, register_study
 
 
 def _load_all() -> None:
@@ -47,3 +35,6 @@ def _load_all() -> None:
 
 
 STUDIES.set_loader(_load_all)
+
+
+__all__ = ["STUDIES", "StudySpec", "register_study"]

@@ -5,7 +5,7 @@ each audited book's contamination rate is the share of its random snippets scori
 it, with a Wilson 95% interval. A book is marked when its count is improbable for a book
 the model never saw: a one-sided p-value under the spread of never-seen validation books'
 out-of-fold rates (a beta-binomial; folds of whole books), Benjamini-Hochberg at `fdr`
-over the audited books (evaluation/book_rates.py). The never-seen rate is always measured
+over the audited books (studies/book_rates.py). The never-seen rate is always measured
 out of fold (cross-fitted thresholds), never on the texts that chose the threshold.
 Validation data without books (groups), or with too few never-seen books, measures no
 spread between books: then no book is marked and the verdict says why, unless the caller
@@ -31,19 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.book_rates import (
-    BookJudgement,
-    NeverSeenReference,
-    judge_books,
-    require_out_of_fold,
-)
 from pddkit.evaluation.thresholds import (
     ThresholdSummary,
     parse_rule,
     require_both_classes,
     wilson_interval,
 )
-from pddkit.studies import register_study
 from pddkit.studies.audit_books import (  # noqa: F401  (re-exported)
     Book,
     Snippet,
@@ -51,6 +44,13 @@ from pddkit.studies.audit_books import (  # noqa: F401  (re-exported)
     cut_snippets,
     load_books,
 )
+from pddkit.studies.book_rates import (
+    BookJudgement,
+    NeverSeenReference,
+    judge_books,
+    require_out_of_fold,
+)
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), copyrighted books"

@@ -85,7 +85,7 @@ def _load_books(path: Path) -> list[Book]:
 
 
 def _strip(text: str) -> str:
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     return strip_gutenberg(text)
 

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.studies import register_study
 from pddkit.studies.continuations import (  # noqa: F401  (re-exported)
     continue_all,
     generation_batch,
@@ -34,6 +33,7 @@ from pddkit.studies.continuations import (  # noqa: F401  (re-exported)
     rouge_l_recall,
     sample_continuations,
 )
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 PAPER = "Shi et al. 2024 (Min-K% Prob), unlearning audit"
@@ -144,7 +144,7 @@ def _books(path: Path) -> list[tuple[str, str]]:
     """(name, text) of a folder of .txt books, one .txt book, or a JSONL of `book`, `text`
     (lines of one book joined in order); Gutenberg headers stripped."""
     from pddkit.data.builders.dolma_book import book_files
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     if path.is_dir() or path.suffix.lower() == ".txt":
         found = [(n, f.read_bytes().decode("utf-8", errors="replace")) for n, f in
@@ -216,7 +216,7 @@ class EngineOptions:
 def _fingerprint(model, opts: EngineOptions) -> str | None:
     """The vocabulary fingerprint of a model's tokenizer (None when it has no local one)."""
     from pddkit.backends.hf_loading import LoadedModel, load_tokenizer
-    from pddkit.resources.frequency import vocab_fingerprint
+    from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = model.tokenizer if isinstance(model, LoadedModel) else None
     if isinstance(model, str):

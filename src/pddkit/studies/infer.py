@@ -12,7 +12,7 @@ difference should be found: halves of whole documents when the reference texts h
 `group`, text by text otherwise.
 
 The statistics on the feature matrices (the test, its direction, the false-positive check
-and the verdict) live in evaluation/dataset_inference.py; this module scores the texts."""
+and the verdict) live in studies/dataset_inference.py; this module scores the texts."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from pddkit.data.samples import Dataset, Sample, make_dataset
 from pddkit.errors import PddkitError
-from pddkit.evaluation.dataset_inference import (
+from pddkit.studies.dataset_inference import (
     CLASSIFIERS,
     CLIP,
     CLIPS,
@@ -40,7 +40,7 @@ from pddkit.evaluation.dataset_inference import (
     decide,
     require_sizes,
 )
-from pddkit.studies import register_study
+from pddkit.studies.registry import register_study
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class InferenceResult:
     notices: tuple[str, ...]
     counts: dict
     timings: dict
-    # the perturbation feature's neighbour texts (resources.neighbors.NeighborSets) and the
+    # the perturbation feature's neighbour texts (resources.neighbor_sets.NeighborSets) and the
     # ids they belong to, saved as neighbors.jsonl for a later run's `neighbors_file`
     neighbors: object | None = field(default=None, repr=False)
     ids: tuple[str, ...] = ()
@@ -169,7 +169,7 @@ def infer_dataset(model, suspect, reference, *, ref_model=None, freq: str | None
     test) or "paper" (Maini et al.'s unconstrained fit, Student's test). `clip`: "pooled"
     (every feature clipped to the 2.5-97.5% quantiles of both sets pooled) or
     "per-set" (each set to its own quantiles, as the authors' code; not calibrated with
-    heavy-tailed features); evaluation/dataset_inference.py says where pddkit's version
+    heavy-tailed features); studies/dataset_inference.py says where pddkit's version
     differs from the authors' code. The false-positive check keeps the reference texts of
     one `group` (document) on one side when they have groups. The verdict says "used in
     training" only when the test's p-value is below `alpha` and the false-positive check's

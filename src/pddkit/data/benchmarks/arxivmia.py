@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import choose, jsonl_values, tagged
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.hub import hub_file
 from pddkit.data.records import rows_to_dataset
 from pddkit.data.samples import Dataset

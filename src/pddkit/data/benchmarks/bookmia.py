@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import jsonl_values
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.hub import hub_rows
 from pddkit.data.records import rows_to_dataset
 from pddkit.data.samples import Dataset

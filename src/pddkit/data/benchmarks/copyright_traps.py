@@ -36,8 +36,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import Rows, arrow_rows, choose, jsonl_values, row_id
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.hub import hub_rows
 from pddkit.data.overlap import normalise
 from pddkit.data.records import BadRow, parse_label, parse_row, without_contradictions

@@ -36,8 +36,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import choose, jsonl_values
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.benchmarks.release_files import merge_parts
 from pddkit.data.records import BadRow, parse_label, rows_to_dataset, without_contradictions
 from pddkit.data.samples import Dataset, make_dataset

@@ -27,8 +27,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import Rows, choose
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.benchmarks.release_files import (
     layouts,
     local_split,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pddkit.data.benchmarks import register_benchmark
 from pddkit.data.benchmarks.files import Rows, choose
+from pddkit.data.benchmarks.registry import register_benchmark
 from pddkit.data.benchmarks.release_files import csv_rows, layouts, local_split, read_split
 from pddkit.data.records import BadRow, rows_to_dataset
 from pddkit.data.samples import Dataset

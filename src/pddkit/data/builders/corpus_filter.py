@@ -69,7 +69,7 @@ class CorpusFilter:
 def open_filter(index: object, index_tokenizer: str | None, index_n: int,
                 max_overlap: float) -> CorpusFilter | None:
     """The builders' `index` parameters checked, the index opened (None without one)."""
-    from pddkit.data.builders import paths
+    from pddkit.data.builders.registry import paths
 
     folders = paths(index)
     if not folders:

@@ -26,8 +26,8 @@ from datetime import date, datetime
 from pathlib import Path
 
 from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
-from pddkit.data.builders import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.corpus_filter import CorpusFilter, open_filter
+from pddkit.data.builders.registry import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.words import snippet as cut
 from pddkit.data.builders.words import word_spans
 from pddkit.data.jsonl import read_lines

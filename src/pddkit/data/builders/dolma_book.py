@@ -17,8 +17,8 @@ import logging
 from pathlib import Path
 
 from pddkit.corpus.overlap import DEFAULT_MAX_OVERLAP, DEFAULT_N
-from pddkit.data.builders import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.corpus_filter import open_filter
+from pddkit.data.builders.registry import Built, paths, register_builder, source, word_counts
 from pddkit.data.builders.words import snippet, word_spans
 from pddkit.errors import PddkitError
 
@@ -64,7 +64,7 @@ def dolma_book(*, members: object = None, nonmembers: object = None,
     """Rows for every member (label 1) and non-member (label 0) book; see the module doc.
     `index` (folders), `index_tokenizer` (a public index's), `index_n`, `max_overlap`:
     non-member segments the corpus contains are dropped."""
-    from pddkit.sandbox.corpus import strip_gutenberg
+    from pddkit.data.gutenberg import strip_gutenberg
 
     if members is None or nonmembers is None:
         raise PddkitError("dolma-book needs `members` and `nonmembers` (folders of .txt books)")

@@ -17,7 +17,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from pddkit.data.builders import Built
+from pddkit.data.builders.registry import Built
 from pddkit.errors import PddkitError
 from pddkit.version import __version__
 

@@ -50,7 +50,7 @@ import numpy as np
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import Metrics, compute_metrics
 from pddkit.evaluation.results import _finite
-from pddkit.studies import register_study
+from pddkit.studies.registry import register_study
 from pddkit.studies.traps.folder import HELD_OUT, TRAP_INFO, TrapFolder, read_folder
 from pddkit.studies.traps.tokenizer_check import check_tokenizer, tokenizer_of
 

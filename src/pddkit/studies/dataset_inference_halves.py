@@ -1,4 +1,4 @@
-"""The false-positive check's two halves of the reference set (evaluation/dataset_inference.py):
+"""The false-positive check's two halves of the reference set (studies/dataset_inference.py):
 whole documents on each side when the reference texts carry a `group` (windows of one
 document never sit on both sides), text by text otherwise, and the sentence that says which."""
 

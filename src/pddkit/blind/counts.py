@@ -1,4 +1,4 @@
-"""Term counts of the blind baseline (evaluation/blind.py), computed once for all texts
+"""Term counts of the blind baseline (blind/baseline.py), computed once for all texts
 (label-free), and their TF-IDF per cross-validation fold from the training rows alone.
 
 - `count_matrix`: [n, V] raw counts, columns in the sorted order of the terms, exactly as

@@ -1,4 +1,4 @@
-"""The classifiers and t-tests of dataset inference (evaluation/dataset_inference.py): an
+"""The classifiers and t-tests of dataset inference (studies/dataset_inference.py): an
 L2-penalised logistic regression fitted with non-negative weights (pddkit's default) or
 without bounds (the paper's), and the one-sided t-test of the held-out scores (Welch's or
 Student's). Deterministic, numbers only."""

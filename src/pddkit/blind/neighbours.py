@@ -1,4 +1,4 @@
-"""The blind baseline's nearest-neighbour vote (evaluation/blind.py) and, for many texts,
+"""The blind baseline's nearest-neighbour vote (blind/baseline.py) and, for many texts,
 its neighbour search done once instead of per fold.
 
 `NeighbourVote` (base model `neighbours`): score_i = sum over the `k` training texts j most
@@ -27,7 +27,7 @@ import logging
 import numpy as np
 from scipy import sparse
 
-from pddkit.evaluation.blind_counts import FoldTfidf
+from pddkit.blind.counts import FoldTfidf
 
 logger = logging.getLogger(__name__)
 

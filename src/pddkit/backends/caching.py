@@ -20,8 +20,9 @@ from collections.abc import Sequence, Set
 
 from pddkit.backends.base import Backend, Capabilities, Encoded
 from pddkit.cache.fingerprint import cache_fingerprint
+from pddkit.cache.layout import text_key
 from pddkit.cache.memo import Memo, text_digest
-from pddkit.cache.store import StatsStore, text_key
+from pddkit.cache.store import StatsStore
 from pddkit.stats import ON_REQUEST, TokenStats
 
 logger = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class CachingBackend:
 
     def prefix_fingerprint(self, prefix: Sequence[int]) -> str:
         """What statistics given `prefix` are keyed by: this backend's key and the prefix's ids."""
-        from pddkit.cache.store import ids_digest
+        from pddkit.cache.layout import ids_digest
 
         return text_key(self.fingerprint() + "given-prefix", [len(prefix)]) + ids_digest(prefix)
 
@@ -268,3 +269,12 @@ def _with_flag(stats: TokenStats | None, truncated: bool) -> TokenStats:
     if stats.truncated == truncated:
         return stats
     return dataclasses.replace(stats, truncated=truncated)  # the argmax ids (top) kept
+
+
+def cache_fields(backend: Backend, fields: Set[str]) -> dict:
+    """The keyword giving `fields` to the statistics cache (CachingBackend.stats_for_ids),
+    or to a backend without one when some are computed only on request (stats.ON_REQUEST:
+    `tempered`): none when no field is asked for, or none a bare backend needs told."""
+    if not fields or not (getattr(backend, "store", None) or set(fields) & ON_REQUEST):
+        return {}
+    return {"fields": frozenset(fields)}

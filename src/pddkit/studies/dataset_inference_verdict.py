@@ -1,4 +1,4 @@
-"""The verdict of dataset inference (evaluation/dataset_inference.py) as a sentence for a
+"""The verdict of dataset inference (studies/dataset_inference.py) as a sentence for a
 non-specialist, from the test's p-value, the false-positive check's and the mirrored test's."""
 
 from __future__ import annotations

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pddkit.evaluation.blind import BlindBaseline, require_blind_data
-from pddkit.evaluation.blind_verdict import check_max_texts, run_units, with_sample
+from pddkit.blind.baseline import BlindBaseline, require_blind_data
+from pddkit.blind.verdict import check_max_texts, with_sample
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
-from pddkit.evaluation.subsets import breakdown, fitted_within
+from pddkit.evaluation.subsets import breakdown, fitted_within, run_units
 
 if TYPE_CHECKING:
     from pddkit.data.sources import DataSource

@@ -14,7 +14,7 @@ validation texts, so the rate is that of the rule at (cv_folds - 1) / cv_folds o
 
 With folds of whole books and at least `min_books` never-seen validation books, the
 reference is the spread of those books' out-of-fold counts, a beta-binomial
-(evaluation/beta_binomial.py: mean `mean`, over-dispersion `rho` = the correlation of two
+(studies/beta_binomial.py: mean `mean`, over-dispersion `rho` = the correlation of two
 snippets of one book, 0 = the binomial; fitted by maximum likelihood). An audited book with
 `x` of `n` snippets above gets the one-sided p-value P(X >= x) for a never-seen book of `n`
 snippets, averaged over the posterior of (mean, rho) given the validation books (uniform
@@ -39,14 +39,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.beta_binomial import (
+from pddkit.evaluation.thresholds import Threshold, ThresholdSummary
+from pddkit.studies.beta_binomial import (
     benjamini_hochberg,
     fit,
     posterior_grid,
     predictive_tails,
     tails,
 )
-from pddkit.evaluation.thresholds import Threshold, ThresholdSummary
 
 NO_SPREAD_ASSUMED = ("never-seen books do not differ from one another in their rates beyond "
                      "chance (stated, not measured)")

@@ -1,4 +1,4 @@
-"""Features of the blind baseline (evaluation/blind.py), each computable per cross-validation
+"""Features of the blind baseline (blind/baseline.py), each computable per cross-validation
 fold from the training part alone.
 
 - `date_features`: the years and dates a text mentions (Das et al. 2024's date detection):
@@ -10,7 +10,7 @@ fold from the training part alone.
   Das et al. do for arXiv papers, with step indicators like the years' and a missing
   indicator (`no_cite_year`) for the texts that cite nothing.
 - `style_features`: length, typography and stylometry.
-Term counts and their TF-IDF per fold are in evaluation/blind_counts.py (`count_matrix`,
+Term counts and their TF-IDF per fold are in blind/counts.py (`count_matrix`,
 `FoldTfidf`).
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
-from pddkit.evaluation.blind_counts import count_matrix  # noqa: F401  (re-exported)
+from pddkit.blind.counts import count_matrix  # noqa: F401  (re-exported)
 
 MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|december"
           "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec")

@@ -5,15 +5,15 @@ Five base models, stacked:
 - `tfidf`: word 1-2-gram + character 3-5-gram TF-IDF, logistic regression (C from a grid);
 - `bow`: a bag of words after Das et al., word 1-2-gram counts with multinomial naive Bayes
   (alpha from a grid);
-- `style`: length, typography and stylometry (blind_features.STYLE_NAMES), logistic
+- `style`: length, typography and stylometry (features.STYLE_NAMES), logistic
   regression (C grid);
 - `dates`: Das et al.'s date detection, the years and dates a text mentions
-  (evaluation/blind_features.py), logistic regression (C from a grid);
+  (blind/features.py), logistic regression (C from a grid);
 - `neighbours`: a similarity-weighted nearest-neighbour vote on word TF-IDF (`_NeighbourVote`,
   the power p from a grid), for texts that cluster in time (one author's series, one
   event's reports).
-Opt-in sixth base model `greedy` (`greedy=blind_greedy.GRID`, (min_df, k) pairs from a grid):
-Das et al.'s greedy rare word selection (evaluation/blind_greedy.py). Off by default: on the
+Opt-in sixth base model `greedy` (`greedy=greedy.GRID`, (min_df, k) pairs from a grid):
+Das et al.'s greedy rare word selection (blind/greedy.py). Off by default: on the
 shared data it lowered WikiMIA-32/64/128/256 by 0.000-0.008 and ArxivMIA by 0.002 (all within
 the CIs; benchmarks/blind_baseline.py), its signal being already in `tfidf` and `bow`.
 A meta logistic regression combines the base models' scores, each standardised (their
@@ -25,7 +25,7 @@ out-of-fold scores for each hyperparameter value; the value with the best inner 
 kept, the meta model is fitted on those inner scores, the base models are refitted on the
 whole training part, and only then is the outer fold scored. Nothing is ever chosen or
 fitted on the scored fold. Whether its AUC shows a shift, given the number of texts or
-documents, is decided in evaluation/blind_verdict.py (above chance for its sample size, and
+documents, is decided in blind/verdict.py (above chance for its sample size, and
 at least 0.55): then the data separates members from non-members without any model, so
 detection AUCs on it prove little; otherwise this baseline found no shift.
 """
@@ -37,19 +37,19 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from pddkit.errors import PddkitError
-from pddkit.evaluation.blind_counts import (
+from pddkit.blind.counts import (
     FoldTfidf,
     column_totals,
     count_matrix,
     stacked_transform,
     word_shortage,
 )
-from pddkit.evaluation.blind_features import date_matrix, style_features
-from pddkit.evaluation.blind_folds import folds as _folds
-from pddkit.evaluation.blind_folds import stratified_sample
-from pddkit.evaluation.blind_greedy import GreedyWords
-from pddkit.evaluation.blind_neighbours import NeighbourGraph, NeighbourVote
+from pddkit.blind.features import date_matrix, style_features
+from pddkit.blind.folds import folds as _folds
+from pddkit.blind.folds import stratified_sample
+from pddkit.blind.greedy import GreedyWords
+from pddkit.blind.neighbours import NeighbourGraph, NeighbourVote
+from pddkit.errors import PddkitError
 
 _NeighbourVote = NeighbourVote  # its former name here
 
@@ -190,11 +190,11 @@ class BlindBaseline:
     Grids are tuples of candidate values chosen per training part by `inner_splits`
     inner folds (an empty `greedy` or `neighbours_p` grid leaves that base model out);
     `neighbours_k` is the number of neighbours that vote; `citations` adds the newest
-    cited year to the date block (blind_features.citation_years); `meta_C` is the meta
+    cited year to the date block (features.citation_years); `meta_C` is the meta
     logistic regression's inverse regularisation.
 
     Cost (linear in the number of texts past these sizes): the neighbour search is exact
-    up to `neighbours_exact_max` texts and approximate beyond (blind_neighbours.py:
+    up to `neighbours_exact_max` texts and approximate beyond (neighbours.py:
     `neighbours_candidates` per text, among terms in at most `neighbours_max_df` texts);
     a training part of more than `inner_max_texts` texts chooses hyperparameters and fits
     the meta model on inner folds of a stratified sample of that many (the neighbour vote,

@@ -95,12 +95,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pddkit.errors import PddkitError
-from pddkit.evaluation.dataset_inference_fit import (
+from pddkit.studies.dataset_inference_fit import (
     fit_nonnegative,
     fit_unconstrained,
     t_test_greater,
 )
-from pddkit.evaluation.dataset_inference_halves import (  # noqa: F401 (re-exported)
+from pddkit.studies.dataset_inference_halves import (  # noqa: F401 (re-exported)
     MIN_PER_HALF,
     CheckSplit,
     check_halves,
@@ -108,7 +108,7 @@ from pddkit.evaluation.dataset_inference_halves import (  # noqa: F401 (re-expor
     split_groups,
     split_reference,
 )
-from pddkit.evaluation.dataset_inference_verdict import verdict_sentence
+from pddkit.studies.dataset_inference_verdict import verdict_sentence
 
 CLIP = 0.025  # features are clipped to the quantiles [CLIP, 1 - CLIP]
 CLASSIFIERS = {

@@ -165,24 +165,6 @@ def effective_units(labels, groups) -> dict | None:
     return {"members": len(members), "nonmembers": len(nonmembers), "unit": "documents"}
 
 
-def run_units(labels, groups, test_idx=None, subsets=None) -> dict:
-    """The verdict's units of a run's blind baseline, for MethodResult.params: `units`
-    (of the texts its metrics are on, the test part when validating) and, when the data
-    has subsets, `subset_units` per subset; {} without groups."""
-    from pddkit.evaluation.subsets import breakdown, subset_indices
-
-    if groups is None:
-        return {}
-    y, g = np.asarray(labels), np.asarray(groups, dtype=object)
-    sel = np.arange(len(y)) if test_idx is None else np.asarray(test_idx, dtype=int)
-    out: dict = {"units": effective_units(y[sel], list(g[sel]))}
-    names = breakdown(subsets) if subsets is not None else []
-    if names:
-        out["subset_units"] = {name: effective_units(y[idx], list(g[idx])) for name, idx in
-                               subset_indices(subsets, names, test_idx).items()}
-    return out
-
-
 MIN_SAMPLE = 20  # the smallest `blind_max_texts`: 10 texts of each class
 
 

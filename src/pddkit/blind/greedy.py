@@ -1,6 +1,6 @@
 """Greedy rare word selection, the third blind attack of Das et al. 2024 ("Blind baselines
 beat membership inference attacks for foundation models"), as a base model of the blind
-baseline (evaluation/blind.py).
+baseline (blind/baseline.py).
 
 On the training rows only: among the word 1-3-grams (lower-cased) present in at least
 `min_df` training documents, pick the n-gram whose presence flags the most documents of the

@@ -1,4 +1,4 @@
-"""Folds and samples of the blind baseline (evaluation/blind.py): stratified by label, a
+"""Folds and samples of the blind baseline (blind/baseline.py): stratified by label, a
 document's texts (`groups`) always kept together, seeded."""
 
 from __future__ import annotations
