@@ -298,7 +298,8 @@ def test_make_demo_names_every_method_of_all_that_runs_offline_and_demo_all_the_
     runs what `make demo` runs and more, and neither holds texts out for calibration, so
     the two tables are over the same windows."""
     from pddkit.engine.plan import needs_of
-    from pddkit.methods.base import METHODS, Need, parse_spec, split_spec_list
+    from pddkit.methods.base import METHODS, Need
+    from pddkit.params import parse_spec, split_spec_list
 
     demo = [parse_spec(s)[0] for s in split_spec_list(_make_variable("DEMO_METHODS"))]
     demo_all = [parse_spec(s)[0] for s in split_spec_list(_make_variable("DEMO_ALL_METHODS"))]
