@@ -175,19 +175,20 @@ def copying(tiny, monkeypatch):
 
     tok = AutoTokenizer.from_pretrained(str(tiny))
     by_prompt = {tuple(tok(p, add_special_tokens=False)["input_ids"]): r for p, r in SPLITS}
-    real = sampling.sample_ids
+    real = sampling.sample_many
 
-    def fake(model, prompt, n, **kw):
-        rows = real(model, prompt, n, **kw)
-        ref = by_prompt.get(tuple(prompt[1:]))
-        if ref is not None and n >= 2:
-            words = ref.split()
-            rows[0] = tok(" " + ref, add_special_tokens=False)["input_ids"]
-            rows[1] = tok(" " + " ".join(words[len(words) // 2:]) + " quick fox jumps",
-                          add_special_tokens=False)["input_ids"]
-        return rows
+    def fake(model, prompts, n, **kw):
+        out = real(model, prompts, n, **kw)
+        for prompt, rows in zip(prompts, out):
+            ref = by_prompt.get(tuple(prompt[1:]))
+            if ref is not None and n >= 2:
+                words = ref.split()
+                rows[0] = tok(" " + ref, add_special_tokens=False)["input_ids"]
+                rows[1] = tok(" " + " ".join(words[len(words) // 2:]) + " quick fox jumps",
+                              add_special_tokens=False)["input_ids"]
+        return out
 
-    monkeypatch.setattr(sampling, "sample_ids", fake)
+    monkeypatch.setattr(sampling, "sample_many", fake)
 
 
 def run(tiny, texts=TEXTS, methods="ngram:samples=4,max_new_tokens=12", batch_size=8,

@@ -126,15 +126,15 @@ def trail(res) -> dict:
 def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path, monkeypatch):
     from pddkit.backends import sampling
 
-    drawn = []  # (prompt tokens, continuations, max_new) of every call of the sampler
-    real = sampling.sample_ids
+    drawn = []  # (prompt tokens, continuations, max_new) of every text the sampler samples
+    real = sampling.sample_many
 
-    def counting(model, prompt, n, **kw):
-        rows = real(model, prompt, n, **kw)
-        drawn.append((len(prompt), len(rows), kw["max_new"]))
+    def counting(model, prompts, n, **kw):
+        rows = real(model, prompts, n, **kw)
+        drawn.extend((len(p), len(r), cap) for p, r, cap in zip(prompts, rows, kw["max_new"]))
         return rows
 
-    monkeypatch.setattr(sampling, "sample_ids", counting)
+    monkeypatch.setattr(sampling, "sample_many", counting)
     methods = "samia:max_new_tokens=24,samia:samples=4,zlib=true,max_new_tokens=24,samia:samples=3,prefix=0.3"
     res = run(tiny, TEXTS, methods=methods, out=tmp_path)
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text("utf-8").split("\n") if x]
@@ -161,7 +161,7 @@ def test_score_recomputed_by_hand_from_the_written_samples(tiny, tmp_path, monke
     plain, z = list(labels)[:2]
     assert all(by[(f"t{i}", z)]["continuations"] == by[(f"t{i}", plain)]["continuations"][:4]
                for i in range(len(TEXTS)))
-    # what the model sampled: one call per text for each of the two parameter sets (prefix
+    # what the model sampled: once per text for each of the two parameter sets (prefix
     # 0.5, max_new_tokens=24: 10 rows, shared by the zlib call's 4; prefix 0.3, no cap: 3),
     # never one for the zlib call, and the count results.json reports is that number
     assert sorted(rows for _, rows, _ in drawn) == [3] * len(TEXTS) + [10] * len(TEXTS)
@@ -185,6 +185,25 @@ def test_continuations_are_seeded_per_text_whatever_the_batch_order_or_run(tiny)
     assert all(len(set(v)) > 1 for v in streams)  # the rows of one text differ too
     other = run(tiny, TEXTS[:2], seed=1)  # another run seed: other continuations
     assert trail(other)[("t0", "samia")] != trail(a)[("t0", "samia")]
+
+
+@pytest.mark.slow
+def test_texts_decoded_together_score_what_one_at_a_time_scores_and_share_its_cache(tiny, tmp_path):
+    """batch_size 64 at 10 samples decodes the 5 texts of different lengths together (left-padded);
+    batch_size 1 decodes one at a time: the same continuations, the same scores, and a
+    rerun at 16 on the cache the run at 1 wrote samples nothing."""
+    quick = "samia:max_new_tokens=24,samia:zlib=true,max_new_tokens=24"  # 10 samples
+    one = run(tiny, TEXTS, methods=quick, batch_size=1, cache=tmp_path / "c")
+    together = run(tiny, TEXTS, methods=quick, batch_size=64)
+    assert trail(together) == trail(one)
+    assert len({len(t.split()) for t in TEXTS}) > 1  # prompts of several lengths
+    for name, values in one.scores().items():
+        assert together.scores()[name].tolist() == values.tolist()
+    assert len(one.scores()) == 2 and any(v > 0 for values in one.scores().values()
+                                          for v in values.tolist())  # not all zeros
+    again = run(tiny, TEXTS, methods=quick, batch_size=64, cache=tmp_path / "c")
+    assert again.counts["cache"]["sampling"] == {"hits": len(TEXTS), "misses": 0}
+    assert trail(again) == trail(one)
 
 
 @pytest.mark.slow

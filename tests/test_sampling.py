@@ -108,3 +108,44 @@ def test_another_seed_draws_other_tokens(model):
     b = sample_ids(model, PROMPT, 4, top_k=40, top_p=1.0, temperature=1.0, max_new=16,
                    seed=2, end_ids=set())
     assert a != b
+
+
+def _generated(model, prompt, n, top_k, top_p, temperature, new, seed, ends):
+    """One prompt's rows as transformers' generate draws them alone (the global generator
+    seeded with `seed`), cut at the first end token."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt),
+                                                                                 dtype=torch.long),
+                             do_sample=True, top_k=top_k, top_p=top_p, temperature=temperature,
+                             num_return_sequences=n, max_new_tokens=new, min_new_tokens=0,
+                             eos_token_id=sorted(ends), pad_token_id=sorted(ends)[0])
+    rows = []
+    for row in out[:, len(prompt):].tolist():
+        rows.append(row[:next((i for i, t in enumerate(row) if t in ends), len(row))])
+    return rows
+
+
+@pytest.mark.parametrize("top_k,top_p,temperature", [(5, 1.0, 0.7), (0, 0.95, 1.0), (40, 0.8, 1.3)])
+def test_texts_decoded_together_draw_what_each_draws_alone(model, top_k, top_p, temperature):
+    """Several prompts of different lengths (left-padded in one batch), budgets and seeds,
+    decoded together by `sample_many`, draw token for token what generate draws for each
+    prompt alone with its seed; a prompt whose rows all end at once leaves the batch while
+    the others go on, one with no budget is never sampled."""
+    from pddkit.backends.sampling import sample_many
+
+    prompts = [PROMPT, [0, 3], [0, *range(11, 22)], [0, 250, 251, 9], [0, *range(60, 67)], [0, 8]]
+    budgets = [16, 16, 9, 20, 16, 0]
+    seeds = [3, 4, 5, 6, 7, 8]
+    ends = {7, 118}  # token 7: the peaked model's first draw after PROMPT; 118: now and then
+    n = 4
+    together = sample_many(model, prompts, n, top_k=top_k, top_p=top_p, temperature=temperature,
+                           max_new=budgets, seeds=seeds, end_ids=ends)
+    alone = [_generated(model, p, n, top_k, top_p, temperature, b, s, ends) if b else [[]] * n
+             for p, b, s in zip(prompts, budgets, seeds)]
+    assert together == alone
+    lengths = [[len(r) for r in rows] for rows in together]
+    assert lengths[0] == [0] * n  # ended at the first step: left the batch at once
+    assert lengths[2] == [9] * n and lengths[3] == [20] * n  # each its own budget
+    assert lengths[5] == [0] * n
+    assert len({len(p) for p in prompts[:5]}) == 5  # the sampled prompts padded differently

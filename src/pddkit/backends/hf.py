@@ -400,23 +400,33 @@ class HFBackend:
                temperature: float, max_new_tokens: int | None, seeds: Sequence[int],
                names: Sequence[str] | None = None):
         """`n` continuations of each prompt, seeded per prompt by `seeds` (backends/sampling.py):
-        backends.sampling.Sampled, continuation texts only."""
+        backends.sampling.Sampled, continuation texts only. Prompts of similar length are
+        decoded together, as many as keep a batch within `batch_size` rows (prompts x `n`;
+        at least one prompt): each draws what it would draw alone."""
         from pddkit import progress
-        from pddkit.backends.sampling import Sampled, continuation_budget, end_token_ids, sample_ids
+        from pddkit.backends import sampling
 
         names = list(names) if names is not None else [f"prompt {i + 1}" for i in range(len(prompts))]
         enc = self.encode(prompts, names, what="sampling prompts")
         lm, start = self.lm, self.runner.start_id
-        ends = end_token_ids(lm.model, lm.tokenizer)
-        out = []
+        ends = sampling.end_token_ids(lm.model, lm.tokenizer)
+        full = [[start, *ids] for ids in enc.ids]
+        budgets = [sampling.continuation_budget(len(p), lm.context_length, max_new_tokens)
+                   for p in full]
+        rows = self.batch_size if isinstance(self.batch_size, int) else 8
+        per_batch = max(1, rows // max(1, n))
+        order = sorted(range(len(full)), key=lambda i: -len(full[i]))  # little padding
+        out: list = [None] * len(full)
         bar = progress.bar(total=len(prompts), desc="sampling", unit="text")
-        for ids, seed in zip(enc.ids, seeds):
-            prompt = [start, *ids]
-            budget = continuation_budget(len(prompt), lm.context_length, max_new_tokens)
-            rows = sample_ids(lm.model, prompt, n, top_k=top_k, top_p=top_p,
-                              temperature=temperature, max_new=budget, seed=seed, end_ids=ends)
-            out.append(tuple(lm.tokenizer.decode(r, skip_special_tokens=True) for r in rows))
-            bar.update(1)
+        for c in range(0, len(order), per_batch):
+            part = order[c:c + per_batch]
+            got = sampling.sample_many(lm.model, [full[i] for i in part], n, top_k=top_k,
+                                       top_p=top_p, temperature=temperature,
+                                       max_new=[budgets[i] for i in part],
+                                       seeds=[seeds[i] for i in part], end_ids=ends)
+            for i, texts in zip(part, got):
+                out[i] = tuple(lm.tokenizer.decode(r, skip_special_tokens=True) for r in texts)
+            bar.update(len(part))
         bar.close()
-        return Sampled(tuple(out))
+        return sampling.Sampled(tuple(out))
 

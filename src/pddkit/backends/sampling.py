@@ -6,7 +6,9 @@ then draws one token per row and step at `temperature` with top-k (ties at the k
 kept, as transformers' TopKLogitsWarper) and top-p (nucleus) filtering, from a
 torch.Generator seeded per text: a text's continuations depend on its own prompt, seed and
 parameters only, never on the batch or the other texts. A row ends at the model's end
-token (not part of its text) or when the length rule stops it.
+token (not part of its text) or when the length rule stops it. Several texts are decoded
+together (`sample_many`: left-padded, one forward per step for all their rows), each
+drawing from its own generator exactly as it would alone.
 """
 
 from __future__ import annotations
@@ -67,50 +69,108 @@ def _draw(logits, top_k: int, top_p: float, temperature: float, generator):
 def sample_ids(model, prompt: Sequence[int], n: int, *, top_k: int, top_p: float,
                temperature: float, max_new: int, seed: int, end_ids: set[int]) -> list[list[int]]:
     """`n` continuations (token ids, end token excluded) of `prompt` ([start] + prompt ids)."""
+    return sample_many(model, [prompt], n, top_k=top_k, top_p=top_p, temperature=temperature,
+                       max_new=[max_new], seeds=[seed], end_ids=end_ids)[0]
+
+
+def sample_many(model, prompts: Sequence[Sequence[int]], n: int, *, top_k: int, top_p: float,
+                temperature: float, max_new: Sequence[int], seeds: Sequence[int],
+                end_ids: set[int]) -> list[list[list[int]]]:
+    """`n` continuations of each prompt ([start] + prompt ids), decoded together: per prompt
+    its own budget `max_new[b]` and its own generator seeded with `seeds[b]`.
+
+    The prompts are left-padded to one length (masked, positions counted from each prompt's
+    first token) and prefilled in one forward; their caches are expanded to `n` rows each,
+    and every step is one forward over the rows of the prompts still drawing. Each prompt's
+    tokens are drawn as `sample_ids` draws them alone: one `_draw` over its own [n, V]
+    logits with its own generator, stopping when its rows have all ended or its budget is
+    spent, so its generator gives the same numbers in the same order whatever else is in
+    the batch. A prompt that is done leaves the batch (its cache rows dropped)."""
     import torch
 
     from pddkit.backends.cached_forward import cache_arguments, returned_cache
 
-    rows: list[list[int]] = [[] for _ in range(n)]
-    if max_new <= 0 or n <= 0:
-        return rows
+    out: list[list[list[int]]] = [[[] for _ in range(n)] for _ in prompts]
+    active = [b for b in range(len(prompts)) if max_new[b] > 0 and n > 0]
+    if not active:
+        return out
     device = next(model.parameters()).device
-    gen = torch.Generator(device=device)
-    gen.manual_seed(int(seed))
-    drawn = []
+    gens = {}
+    for b in active:
+        gens[b] = torch.Generator(device=device)
+        gens[b].manual_seed(int(seeds[b]))
+    width = max(len(prompts[b]) for b in active)
+    padded = any(len(prompts[b]) < width for b in active)
+    # the pad id is any id of the vocabulary: its positions are masked out
+    ids = [[prompts[b][0]] * (width - len(prompts[b])) + list(prompts[b]) for b in active]
+    mask = position = None
+    extra: dict = {}
+    if padded:
+        mask = torch.tensor([[0] * (width - len(prompts[b])) + [1] * len(prompts[b])
+                             for b in active], device=device)
+        position = (mask.cumsum(-1) - 1).clamp(min=0)
+        extra = {"attention_mask": mask, "position_ids": position}
+    drawn: dict[int, list] = {b: [] for b in active}
+    done = {b: torch.zeros(n, dtype=torch.bool, device=device) for b in active}
+    ends = torch.tensor(sorted(end_ids) or [-1], device=device)
     with torch.inference_mode():
         keep = _last_logits_only(model)  # the prompt's last position only: no [T, V] logits
-        out = model(input_ids=torch.tensor([list(prompt)], device=device), use_cache=True,
+        res = model(input_ids=torch.tensor(ids, device=device), use_cache=True, **extra,
                     **keep, **cache_arguments(model, None))
-        cache = returned_cache(out)
-        if cache is None:
-            from pddkit.errors import PddkitError
-
-            raise PddkitError(f"{type(model).__name__} gives no key/value cache to sample with")
-        if not hasattr(cache, "batch_repeat_interleave"):  # a cache of a model's own kind
-            from pddkit.errors import PddkitError
-
-            raise PddkitError(f"{type(model).__name__} returns a key/value cache pddkit cannot "
-                              f"expand to several samples ({type(cache).__name__}); samia "
-                              "cannot sample with it")
-        cache.batch_repeat_interleave(n)  # the prompt's keys and values, once per row
-        logits = out.logits[:, -1, :].float().expand(n, -1)
-        done = torch.zeros(n, dtype=torch.bool, device=device)
-        ends = torch.tensor(sorted(end_ids) or [-1], device=device)
-        for step in range(max_new):
-            token = _draw(logits, top_k, top_p, temperature, gen)
-            drawn.append(token)
-            done |= torch.isin(token, ends)
-            if bool(done.all()) or step + 1 == max_new:
+        cache = _expandable(model, returned_cache(res))
+        cache.batch_repeat_interleave(n)  # each prompt's keys and values, once per row
+        logits = res.logits[:, -1, :].float().repeat_interleave(n, 0)
+        if padded:
+            mask, position = mask.repeat_interleave(n, 0), position[:, -1:].repeat_interleave(n, 0)
+        step = 0
+        while True:
+            tokens, going = [], []
+            for j, b in enumerate(active):
+                token = _draw(logits[j * n:(j + 1) * n], top_k, top_p, temperature, gens[b])
+                drawn[b].append(token)
+                done[b] |= torch.isin(token, ends)
+                tokens.append(token)
+                if not (bool(done[b].all()) or step + 1 == max_new[b]):
+                    going.append(j)
+            step += 1
+            if not going:
                 break
-            out = model(input_ids=token[:, None], use_cache=True, **cache_arguments(model, cache))
-            cache, logits = returned_cache(out), out.logits[:, -1, :].float()
-    for r, seq in enumerate(torch.stack(drawn, 1).tolist()):
-        for t in seq:
-            if t in end_ids:
-                break
-            rows[r].append(t)
-    return rows
+            token = torch.cat(tokens)
+            if len(going) < len(active):  # the prompts that are done leave the batch
+                rows = torch.tensor([j * n + r for j in going for r in range(n)], device=device)
+                cache.batch_select_indices(rows)
+                token = token[rows]
+                if padded:
+                    mask, position = mask[rows], position[rows]
+                active = [active[j] for j in going]
+            if padded:
+                mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], 1)
+                position = position + 1
+                extra = {"attention_mask": mask, "position_ids": position}
+            res = model(input_ids=token[:, None], use_cache=True, **extra,
+                        **cache_arguments(model, cache))
+            cache, logits = returned_cache(res), res.logits[:, -1, :].float()
+    for b, steps in drawn.items():
+        for r, seq in enumerate(torch.stack(steps, 1).tolist()):
+            for t in seq:
+                if t in end_ids:
+                    break
+                out[b][r].append(t)
+    return out
+
+
+def _expandable(model, cache):
+    """The prefill's cache, refused in one sentence when it cannot be expanded to several
+    rows and cut back to some of them."""
+    from pddkit.errors import PddkitError
+
+    if cache is None:
+        raise PddkitError(f"{type(model).__name__} gives no key/value cache to sample with")
+    if not (hasattr(cache, "batch_repeat_interleave") and hasattr(cache, "batch_select_indices")):
+        raise PddkitError(f"{type(model).__name__} returns a key/value cache pddkit cannot "
+                          f"expand to several samples ({type(cache).__name__}); samia "
+                          "cannot sample with it")
+    return cache
 
 
 def _last_logits_only(model) -> dict:
