@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 from cli_helpers import run_cli, write_jsonl
-from tiny_models import small_tokenizer
+from tiny_models import save_word_gpt2
 
 from pddkit.errors import PddkitError
 from pddkit.methods.emmia import em_scores, prefix_scores
@@ -33,16 +33,7 @@ def _texts(n: int, seed: int = 0, long: int = 0) -> list[str]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A random one-layer GPT-2 with a 128-token context and a BPE that knows the words."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    directory = tmp_path_factory.mktemp("emmia") / "tiny"
-    tok = small_tokenizer(" ".join(WORDS * 3) + " " + " ".join(f"n{i} w{i} v{i}" for i in range(40)))
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
-                               n_positions=128, bos_token_id=0, eos_token_id=0)).save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
+    return save_word_gpt2(tmp_path_factory.mktemp("emmia") / "tiny", WORDS)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from tiny_models import small_tokenizer
+from tiny_models import save_word_gpt2, small_tokenizer
 
 from pddkit.errors import PddkitError
 
@@ -25,16 +25,7 @@ def _texts(n: int, seed: int = 0) -> list[str]:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A random one-layer GPT-2 with a 128-token context and a BPE that knows the words."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    directory = tmp_path_factory.mktemp("recall") / "tiny"
-    tok = small_tokenizer(" ".join(WORDS * 3) + " " + " ".join(f"n{i} w{i} v{i}" for i in range(40)))
-    torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
-                               n_positions=128, bos_token_id=0, eos_token_id=0)).save_pretrained(directory)
-    tok.save_pretrained(directory)
-    return directory
+    return save_word_gpt2(tmp_path_factory.mktemp("recall") / "tiny", WORDS)
 
 
 @pytest.fixture(scope="module")

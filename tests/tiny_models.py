@@ -22,6 +22,20 @@ def save_tiny_gpt2(directory):
     return directory
 
 
+def save_word_gpt2(directory, words):
+    """A random one-layer GPT-2 with a 128-token context and a BPE that knows `words` and
+    the tokens n0..n39, w0..w39, v0..v39, saved as a complete causal-LM folder."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = small_tokenizer(" ".join(words * 3) + " " + " ".join(f"n{i} w{i} v{i}" for i in range(40)))
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=len(tok),
+                               n_positions=128, bos_token_id=0, eos_token_id=0)).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return directory
+
+
 def save_tiny_llama(directory, train_texts, *, vocab_size: int = 600, add_bos: bool = True,
                     steps: int = 60, seed: int = 0):
     """A two-layer Llama-shaped model with a SentencePiece BPE tokenizer (byte fallback),

@@ -13,7 +13,7 @@ from pddkit.corpus.overlap import (
     DEFAULT_MAX_OVERLAP,
     DEFAULT_N,
     TextOverlap,
-    contradictions,
+    contradicted_by,
     measure_overlap,
 )
 from pddkit.data.samples import Dataset
@@ -96,10 +96,10 @@ def check_dataset(dataset: Dataset, index: CorpusIndex, n: int = DEFAULT_N,
         raise ValueError("`max_overlap` must be in (0, 1]")
     samples = dataset.samples
     overlaps = measure_overlap(index, [s.text for s in samples], n)
-    found = {c.position: c.reason for c in contradictions(
-        overlaps, [s.label for s in samples], max_overlap, whole_training_set)}
-    texts = tuple(CheckedText(s.id, s.label, s.subset, o, found.get(i))
-                  for i, (s, o) in enumerate(zip(samples, overlaps)))
+    reasons = contradicted_by(overlaps, [s.label for s in samples], max_overlap,
+                              whole_training_set)
+    texts = tuple(CheckedText(s.id, s.label, s.subset, o, why)
+                  for s, o, why in zip(samples, overlaps, reasons))
     return CorpusCheck(dataset.name, index.info.name, index.tokenizer_name, index.info.normalize,
                        n, max_overlap, whole_training_set, texts)
 

@@ -124,3 +124,13 @@ def contradictions(overlaps: Sequence[TextOverlap], labels: Sequence[int | None]
         elif label == 1 and whole_training_set and o.ngrams_found == 0:
             out.append(Contradiction(i, 1, "member not found"))
     return out
+
+
+def contradicted_by(overlaps: Sequence[TextOverlap], labels: Sequence[int | None],
+                    max_overlap: float = DEFAULT_MAX_OVERLAP,
+                    whole_training_set: bool = False) -> list[str | None]:
+    """Per text, the reason its label is contradicted (`contradictions`), or None."""
+    reasons: list[str | None] = [None] * len(overlaps)
+    for c in contradictions(overlaps, labels, max_overlap, whole_training_set):
+        reasons[c.position] = c.reason
+    return reasons

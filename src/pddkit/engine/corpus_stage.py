@@ -30,13 +30,8 @@ def open_corpus(config: RunConfig):
     if not config.index:
         return None
     from pddkit.corpus.index import open_index
-    from pddkit.corpus.layout import read_index
-    from pddkit.errors import PddkitError
 
-    info = read_index(list(config.index))  # one sentence for a folder that is not an index
-    if not info.built_by_pddkit and config.index_tokenizer is None:
-        raise PddkitError(f"index {info.name} has no pddkit manifest (a public index): name "
-                          "the tokenizer it was built with (`index_tokenizer`)")
+    # one sentence for a folder that is not an index, or a public one without its tokenizer
     index = open_index(list(config.index), tokenizer_name=config.index_tokenizer,
                        local_files_only=config.local_files_only)
     what = ("normalised as it was built" if index.info.normalize else
@@ -52,15 +47,13 @@ def corpus_stage(result: RunResult, texts: list[str], index, config: RunConfig,
     """`result` with its CorpusCheck: per text (the run's `texts`, in `ids` order) the
     overlap with the corpus and the contradicted label, and per method with metrics those
     metrics with the contradicted texts left out."""
-    from pddkit.corpus.overlap import contradictions, measure_overlap
+    from pddkit.corpus.overlap import contradicted_by, measure_overlap
     from pddkit.evaluation.corpus_check import CorpusCheck, metrics_without
 
     t0 = time.perf_counter()
     overlaps = measure_overlap(index, texts, config.index_n)
     labels = result.labels if result.labels is not None else (None,) * len(texts)
-    reasons: list[str | None] = [None] * len(texts)
-    for c in contradictions(overlaps, labels, config.max_overlap, config.whole_training_set):
-        reasons[c.position] = c.reason
+    reasons = contradicted_by(overlaps, labels, config.max_overlap, config.whole_training_set)
     evaluated = tuple(range(len(texts))) if test_idx is None else tuple(int(i) for i in test_idx)
     metrics: dict = {}
     if result.labels is not None:

@@ -82,11 +82,7 @@ def open_filter(index: object, index_tokenizer: str | None, index_n: int,
     if not isinstance(max_overlap, (int, float)) or not 0 < max_overlap <= 1:
         raise PddkitError(f"`max_overlap` must be a share in (0, 1], not {max_overlap!r}")
     from pddkit.corpus.index import open_index
-    from pddkit.corpus.layout import read_index
 
-    info = read_index(list(folders))  # one sentence for a folder that is not an index
-    if not info.built_by_pddkit and index_tokenizer is None:
-        raise PddkitError(f"index {info.name} has no pddkit manifest (a public index): name "
-                          "the tokenizer it was built with (`index_tokenizer`)")
+    # one sentence for a folder that is not an index, or a public one without its tokenizer
     opened = open_index(list(folders), tokenizer_name=index_tokenizer)
     return CorpusFilter(opened, index_n, float(max_overlap))
