@@ -97,6 +97,18 @@ def shared_build(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray (2 CPUs) per test session (per xdist worker), started on first use and
+    shared by every test that runs the Ray engine: `ray.init` and `ray.shutdown` cost about
+    5-10 s on 2 cores, once instead of once per test file. RayExecutor finds it running
+    and uses it (its own `ray.init` is skipped when Ray is initialised)."""
+    ray = pytest.importorskip("ray")  # installed by `make test` (the test extra)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
 def toy_world(tmp_path_factory) -> ToyWorld:
     texts = gutenberg_paragraphs(240)
     members, nonmembers, pool = texts[:60], texts[60:120], texts[120:240]

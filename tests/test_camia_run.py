@@ -225,8 +225,7 @@ def test_camia_without_labelled_calibration_data_is_one_sentence(toy_world, tmp_
 
 
 @pytest.mark.slow
-def test_the_ray_engine_scores_camia_as_the_local_engine(toy_world, tmp_path):
-    ray = pytest.importorskip("ray")  # the test extra installs it
+def test_the_ray_engine_scores_camia_as_the_local_engine(toy_world, tmp_path, local_ray):
 
     cal = _cal(tmp_path, toy_world)
     texts = toy_world.members[:4] + toy_world.nonmembers[:4]
@@ -237,11 +236,7 @@ def test_the_ray_engine_scores_camia_as_the_local_engine(toy_world, tmp_path):
                                dtype="float32", batch_size=4, **engine)
 
     local = run()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        remote = run(engine="ray", actors=1)
-    finally:
-        ray.shutdown()
+    remote = run(engine="ray", actors=1)
     # the same batches on the actor: statistics equal bit for bit (tests/test_ray_engine.py),
     # so the features and scores are equal too
     np.testing.assert_array_equal(remote.scores()["camia"], local.scores()["camia"])

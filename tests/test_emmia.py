@@ -388,18 +388,11 @@ def test_the_openai_backend_gives_the_hf_backend_scores(tiny, lm, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_ray_engine_runs_the_pairs_as_the_local_engine(tiny, tmp_path):
-    pytest.importorskip("ray")
-    import ray
-
+def test_the_ray_engine_runs_the_pairs_as_the_local_engine(tiny, tmp_path, local_ray):
     texts, labels = _texts(6, seed=9), [i % 2 for i in range(6)]
     local = _evaluate(tiny, texts, labels, "emmia:init=loss")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        far = _evaluate(tiny, texts, labels, "emmia:init=loss", engine="ray", actors=1,
-                        cache=str(tmp_path / "cache"))
-    finally:
-        ray.shutdown()
+    far = _evaluate(tiny, texts, labels, "emmia:init=loss", engine="ray", actors=1,
+                    cache=str(tmp_path / "cache"))
     assert far.counts["cache"]["emmia pair pass"] == {"hits": 0, "misses": 36}
     # the actor's float32 pass against the local one: R to ~1e-6 relative, far below the
     # gaps between a row's values that the ranks read: the same AUCs

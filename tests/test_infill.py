@@ -366,7 +366,7 @@ def test_the_openai_backend_skips_infill_with_a_notice(tiny, lm):
 
 
 @pytest.mark.slow
-def test_the_ray_engine_scores_infill_as_the_local_engine(tiny, made, tmp_path):
+def test_the_ray_engine_scores_infill_as_the_local_engine(tiny, made, tmp_path, local_ray):
     """The variants (token ids) through RayExecutor.id_stats behind the cache, and the
     argmax ids carried back from the actor. The actors run every variant in full, the local
     engine shares each text's key/value cache (backends/infill_windows.py): the same
@@ -375,7 +375,6 @@ def test_the_ray_engine_scores_infill_as_the_local_engine(tiny, made, tmp_path):
 
     import pddkit
 
-    ray = pytest.importorskip("ray")
     texts = [made, *TEXTS]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as the actor runs: one thread or two sum some products apart
@@ -383,14 +382,10 @@ def test_the_ray_engine_scores_infill_as_the_local_engine(tiny, made, tmp_path):
         local = run(tiny, texts, METHODS, cache=tmp_path / "local")  # the same batches
     finally:
         torch.set_num_threads(threads)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        far = pddkit.evaluate(texts, [i % 2 for i in range(len(texts))], str(tiny), methods=METHODS,
-                              ids=[f"t{i}" for i in range(len(texts))], device="cpu",
-                              dtype="float32", cache=tmp_path / "cache", n_bootstrap=10,
-                              blind=False, engine="ray", actors=1)
-    finally:
-        ray.shutdown()
+    far = pddkit.evaluate(texts, [i % 2 for i in range(len(texts))], str(tiny), methods=METHODS,
+                          ids=[f"t{i}" for i in range(len(texts))], device="cpu",
+                          dtype="float32", cache=tmp_path / "cache", n_bootstrap=10,
+                          blind=False, engine="ray", actors=1)
     assert far.counts["cache"]["infilling pass"]["misses"] == far.counts["infill"]["variants"] > 0
     assert local.counts["infill"]["shared_kv_cache"] and not far.counts["infill"]["shared_kv_cache"]
     # every variant in full against each text's shared cache: float32 statistics each off

@@ -46,13 +46,6 @@ def fail_to_load(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel

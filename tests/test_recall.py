@@ -461,19 +461,12 @@ def test_the_cli_writes_shots_jsonl(tiny, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_ray_engine_runs_the_conditioned_pass_as_the_local_engine(tiny, tmp_path):
-    pytest.importorskip("ray")
-    import ray
-
+def test_the_ray_engine_runs_the_conditioned_pass_as_the_local_engine(tiny, tmp_path, local_ray):
     texts, labels = _texts(12), [i % 2 for i in range(12)]
     prefix = _write(tmp_path / "p.jsonl", _texts(4, seed=6), [1, 0] * 2)
     local = _evaluate(tiny, texts, labels, "conrecall:shots=2", prefix_data=str(prefix))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        far = _evaluate(tiny, texts, labels, "conrecall:shots=2", prefix_data=str(prefix),
-                        engine="ray", actors=1, cache=str(tmp_path / "cache"))
-    finally:
-        ray.shutdown()
+    far = _evaluate(tiny, texts, labels, "conrecall:shots=2", prefix_data=str(prefix),
+                    engine="ray", actors=1, cache=str(tmp_path / "cache"))
     assert far.counts["cache"]["conditioned pass (member shots)"]["misses"] == len(texts)
     # the actor's pass against the local one: float32 rounding, ~3e-7 relative on the scores
     # (see test_same_scores_for_batch_1_and_16); 1e-5 leaves a factor of 30

@@ -346,19 +346,15 @@ def test_a_server_ignoring_n_or_refusing_top_k_is_one_notice_and_nothing_is_lost
 
 
 @pytest.mark.slow
-def test_the_ray_engine_samples_on_its_actors_what_the_local_engine_samples(tiny, tmp_path):
-    ray = pytest.importorskip("ray")
+def test_the_ray_engine_samples_on_its_actors_what_the_local_engine_samples(tiny, tmp_path,
+                                                                           local_ray):
     import pddkit
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        kw = dict(methods="samia:samples=3,max_new_tokens=6", ids=[f"t{i}" for i in range(5)],
-                  device="cpu", dtype="float32", n_bootstrap=10, blind=False)
-        local = pddkit.evaluate(TEXTS, [1, 0, 1, 0, 1], str(tiny), **kw)
-        first = pddkit.evaluate(TEXTS, [1, 0, 1, 0, 1], str(tiny), engine="ray", actors=2,
-                                cache=tmp_path / "c", **kw)
-    finally:
-        ray.shutdown()
+    kw = dict(methods="samia:samples=3,max_new_tokens=6", ids=[f"t{i}" for i in range(5)],
+              device="cpu", dtype="float32", n_bootstrap=10, blind=False)
+    local = pddkit.evaluate(TEXTS, [1, 0, 1, 0, 1], str(tiny), **kw)
+    first = pddkit.evaluate(TEXTS, [1, 0, 1, 0, 1], str(tiny), engine="ray", actors=2,
+                            cache=tmp_path / "c", **kw)
     assert trail(first) == trail(local)
     assert first.counts["cache"]["sampling"] == {"hits": 0, "misses": 5}  # stored by the driver
     assert len((tmp_path / "c" / "samples.jsonl").read_text("utf-8").split("\n")) >= 5
