@@ -12,6 +12,11 @@
 # Each variant runs in its own process (its peak memory its own), each step under its own
 # time limit (the sum 500 s, so one call of 10 minutes holds it; about 4-5 minutes expected
 # on an H100 or H200); the 1B steps run first. A failed step is named and the rest go on.
+# The estimate, from docs/performance.md's H200 figures (statistics pass: pythia-1.4b 97k
+# tok/s, llama-7b 31k): taking 1B at >= 50k tok/s and 8B at >= 20k tok/s (the larger
+# vocabulary and MLP), the 8B statistics step runs 2 x 262k tokens (~26 s), its prefix step
+# ~330k + 66k tokens, its infill step ~285k tokens whole and ~29k in windows, each process
+# ~15-20 s of start-up, import and random init; the 1B steps a third of that or less.
 #
 #   OUT=/some/folder bash benchmarks/gpu.sh      # on a GPU machine; OUT: a new temp folder if unset
 #   OUT=/some/folder bash benchmarks/gpu.sh --smoke   # (or GPU_SMOKE=1) the same code paths on

@@ -19,7 +19,10 @@ every position has a variant, infill's worst case). Each variant (shared, plain)
 own process, so its peak memory is its own (torch.cuda.max_memory_allocated after
 reset_peak_memory_stats on a GPU, ru_maxrss on the CPU, weights included in both); the
 target pass and a warm-up of the path on two texts run before the clock and the peak start.
-After its timed pass the plain process casts the model to float32 (the same weights) and
+After its timed pass the shared process runs pddkit's own one-off check of the path
+(HFBackend's: within CHECK_ATOL of the plain pass on a small sample, else the run falls back
+to the plain pass), and reports whether it would keep the shared path in this dtype on this
+device. After its timed pass the plain process casts the model to float32 (the same weights) and
 runs the plain path on the first --reference-texts texts again: the scores in float32, which
 both bf16 paths are compared with.
 
@@ -100,6 +103,20 @@ def run_path(path: str, runner, ids, prefix, target, rows, batch_size: int, shar
         return out
 
 
+def pddkit_check(path: str, runner, ids, prefix, target, rows, batch_size: int) -> bool:
+    """The check HFBackend runs once per model before it uses a shared path (on its sample:
+    the two shortest texts, or the first text's first four variants), which falls back to
+    the plain pass when the shared statistics are not within CHECK_ATOL of it."""
+    if path == "prefix":
+        from pddkit.backends.prefix_pass import shared_prefix_works
+
+        return bool(shared_prefix_works(runner, prefix, ids, batch_size))
+    from pddkit.backends.infill_windows import shared_cache_works
+
+    first = next(t for t, r in enumerate(rows) if r)  # as HFBackend.infill_stats
+    return bool(shared_cache_works(runner, target[first], rows[first], batch_size))
+
+
 def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_texts: int,
             min_tokens: int, max_tokens: int, prefix_tokens: int, batch_size: int,
             threads: int, reference_texts: int, arrays: str) -> dict:
@@ -159,6 +176,9 @@ def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_text
                "variants": variants_n, **versions()}
     if cuda:
         figures["gpu"] = torch.cuda.get_device_name()
+    if variant == "shared":  # after the clock: would pddkit's one-off check keep this path?
+        figures["pddkit_check_keeps_shared"] = pddkit_check(path, runner, ids, prefix, target,
+                                                            rows, batch_size)
     if variant == "plain" and reference_texts > 0:  # the same weights in float32, after the clock
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -251,6 +271,7 @@ def main() -> None:
     shared, plain = runs["shared"], runs["plain"]
     summary = {"path": a.path, "shape": a.shape, "dtype": a.dtype, "device": a.device,
                "speedup": plain["seconds"] / shared["seconds"],
+               "pddkit_check_keeps_shared": shared["pddkit_check_keeps_shared"],
                "peak_ratio": shared["peak_mb"] / plain["peak_mb"],
                **compare(a.path, CHECK_ATOL, arrays["shared"], arrays["plain"]), "runs": runs}
     where = shared.get("gpu", f"cpu, {a.threads} threads")
@@ -263,7 +284,8 @@ def main() -> None:
     print(f"speed-up {summary['speedup']:.2f}x; max |score shared - plain| "
           f"{summary['max_abs_diff_score']:.3g} (scores' sd across texts "
           f"{summary['score_sd_across_texts']:.3g}); max |L| diff {summary['max_abs_diff_L']:.3g}, "
-          f"|H| {summary['max_abs_diff_H']:.3g} (pddkit's check: {CHECK_ATOL:g})")
+          f"|H| {summary['max_abs_diff_H']:.3g}; pddkit's check (atol {CHECK_ATOL:g} on its "
+          f"sample) {'keeps' if summary['pddkit_check_keeps_shared'] else 'REFUSES'} the shared path")
     if "reference_texts" in summary:
         print(f"against float32 on {summary['reference_texts']} texts: shared "
               f"{summary['shared_vs_float32_max_abs_diff_score']:.3g}, plain "
