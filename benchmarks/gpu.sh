@@ -21,16 +21,20 @@
 #   OUT=/some/folder bash benchmarks/gpu.sh      # on a GPU machine; OUT: a new temp folder if unset
 #   OUT=/some/folder bash benchmarks/gpu.sh --smoke   # (or GPU_SMOKE=1) the same code paths on
 #                                                     # the CPU, tiny shapes, well under a minute
-# Writes OUT/gpu.json and OUT/gpu.md (card, torch and transformers versions, date), each
-# step's JSON (OUT/STEP.json) and log (OUT/logs/STEP.log). PYTHON: the interpreter (python).
+# Writes three files to OUT (a device machine sends back at most 8): gpu.json (every step's
+# figures, command, exit status and time), gpu.md (the tables: card, torch and transformers
+# versions, date) and gpu-logs.txt (every step's output). The steps' own files go to a
+# temporary folder. PYTHON: the interpreter (python3, the one holding PyTorch there).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PY=${PYTHON:-$(command -v python || command -v python3)}
+PY=${PYTHON:-python3}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/pddkit-gpu.XXXXXX")}
 SMOKE=${GPU_SMOKE:-0}
 [ "${1:-}" = "--smoke" ] && SMOKE=1
-mkdir -p "$OUT/logs"
-: > "$OUT/steps.tsv"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/pddkit-gpu-steps.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$OUT" "$WORK/logs"
+: > "$WORK/steps.tsv"
 export PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" PDDKIT_PROGRESS=0
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # nothing is downloaded: configs only
 cd "$ROOT" || exit 1
@@ -48,7 +52,7 @@ else
     echo "benchmarks/gpu.sh: torch sees no CUDA device here; run it on a GPU machine, or with --smoke on a CPU" >&2
     exit 2
   fi
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/nvidia-smi.csv" 2>&1
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$WORK/logs/nvidia-smi.log" 2>&1
   SHAPES="llama-3.2-1b llama-3.1-8b"
   RUN=(--device cuda --dtype bfloat16 --threads 4)
   STATS_1B=(--texts 1024 --batch-size 32 --min-tokens 480 --max-tokens 544)  # ~524,000 tokens
@@ -57,11 +61,12 @@ else
   PREFIX=(--texts 256 --prefix-tokens 1024 --min-tokens 224 --max-tokens 288 --batch-size 32
           --reference-texts 4)
   # 32 paragraphs of ~128 tokens: ~4,100 variants, ~285,000 tokens run whole
-  INFILL=(--texts 32 --min-tokens 112 --max-tokens 144 --batch-size 32 --reference-texts 2)
+  # (float32 reference: one text, its ~130 variants whole, ~9,000 tokens)
+  INFILL=(--texts 32 --min-tokens 112 --max-tokens 144 --batch-size 32 --reference-texts 1)
   limit() {  # seconds for step $1 on shape $2 (sum 500 with the summary's 15)
     case "$1-$2" in
-      stats-llama-3.2-1b) echo 75 ;; stats-*) echo 110 ;;
-      *-llama-3.2-1b) echo 60 ;; *) echo 90 ;;
+      stats-llama-3.2-1b) echo 70 ;; stats-*) echo 105 ;;
+      *-llama-3.2-1b) echo 55 ;; prefix-*) echo 95 ;; *) echo 105 ;;
     esac
   }
 fi
@@ -70,12 +75,12 @@ step() {  # step NAME LIMIT ARGS...: runs ARGS under the limit, records exit sta
   local name=$1 lim=$2; shift 2
   local t0=$SECONDS
   echo "== $name (limit ${lim} s): $*"
-  timeout -k 10 "$lim" "$@" > "$OUT/logs/$name.log" 2>&1
+  timeout -k 10 "$lim" "$@" > "$WORK/logs/$name.log" 2>&1
   local rc=$?
-  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" "$*" >> "$OUT/steps.tsv"
-  if [ "$rc" = 0 ]; then cat "$OUT/logs/$name.log"; else
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" "$*" >> "$WORK/steps.tsv"
+  if [ "$rc" = 0 ]; then cat "$WORK/logs/$name.log"; else
     echo "!! $name failed (exit $rc$([ "$rc" = 124 ] && echo ': over its time limit')); last lines:"
-    tail -n 15 "$OUT/logs/$name.log"
+    tail -n 15 "$WORK/logs/$name.log"
   fi
 }
 
@@ -83,16 +88,18 @@ for shape in $SHAPES; do
   if [ "$SMOKE" = 1 ]; then S=("${STATS[@]}"); elif [ "$shape" = llama-3.2-1b ]; then
     S=("${STATS_1B[@]}"); else S=("${STATS_8B[@]}"); fi
   step "stats-$shape" "$(limit stats "$shape")" "$PY" benchmarks/stats_pass.py --shape "$shape" \
-    "${RUN[@]}" "${S[@]}" --naive-texts 0 --repeats 1 --json "$OUT/stats-$shape.json"
+    "${RUN[@]}" "${S[@]}" --naive-texts 0 --repeats 1 --json "$WORK/stats-$shape.json"
   step "prefix-$shape" "$(limit prefix "$shape")" "$PY" benchmarks/kv_paths.py --path prefix \
-    --shape "$shape" "${RUN[@]}" "${PREFIX[@]}" --json "$OUT/prefix-$shape.json"
+    --shape "$shape" "${RUN[@]}" "${PREFIX[@]}" --json "$WORK/prefix-$shape.json"
   step "infill-$shape" "$(limit infill "$shape")" "$PY" benchmarks/kv_paths.py --path infill \
-    --shape "$shape" "${RUN[@]}" "${INFILL[@]}" --json "$OUT/infill-$shape.json"
+    --shape "$shape" "${RUN[@]}" "${INFILL[@]}" --json "$WORK/infill-$shape.json"
 done
 
 summary=()
 [ "$SMOKE" = 1 ] && summary=(--smoke)
-timeout 15 "$PY" benchmarks/gpu_summary.py --out "$OUT" ${summary[@]+"${summary[@]}"}
-echo "figures: $OUT/gpu.json, $OUT/gpu.md (total ${SECONDS} s)"
+for log in "$WORK"/logs/*.log; do echo "===== $(basename "$log" .log)"; cat "$log"; done \
+  > "$OUT/gpu-logs.txt"
+timeout 15 "$PY" benchmarks/gpu_summary.py --steps "$WORK" --out "$OUT" ${summary[@]+"${summary[@]}"}
+echo "figures: $OUT/gpu.json, $OUT/gpu.md, logs: $OUT/gpu-logs.txt (total ${SECONDS} s)"
 # exit status: 0 when every step gave its figures
-awk -F'\t' '$2 != 0 {bad = 1} END {exit bad}' "$OUT/steps.tsv"
+awk -F'\t' '$2 != 0 {bad = 1} END {exit bad}' "$WORK/steps.tsv"

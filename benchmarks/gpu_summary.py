@@ -1,8 +1,9 @@
-"""Gathers what benchmarks/gpu.sh's steps wrote in OUT into OUT/gpu.json and OUT/gpu.md (the
-card by torch.cuda.get_device_name, the torch and transformers versions, the date, each step's
-command, exit status and wall time; a failed or timed-out step is named, never left out).
+"""Gathers what benchmarks/gpu.sh's steps wrote in STEPS (their JSON files, steps.tsv, logs/)
+into OUT/gpu.json and OUT/gpu.md (the card by torch.cuda.get_device_name, the torch and
+transformers versions, the date, each step's command, exit status and wall time; a failed or
+timed-out step is named with its log's last lines, never left out).
 
-    python benchmarks/gpu_summary.py --out OUT [--smoke]
+    python benchmarks/gpu_summary.py --steps STEPS --out OUT [--smoke]
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 KINDS = {"stats": "stats_pass", "prefix": "prefix_kv", "infill": "infill_kv"}
 
 
-def gather(out: Path, smoke: bool) -> dict:
+def gather(work: Path, smoke: bool) -> dict:
     steps = []
-    steps_file = out / "steps.tsv"
+    steps_file = work / "steps.tsv"
     if steps_file.exists():
         for line in steps_file.read_text().splitlines():
             name, rc, seconds, command = line.split("\t", 3)
@@ -26,8 +27,11 @@ def gather(out: Path, smoke: bool) -> dict:
     runs = []
     for step in steps:
         kind, shape = step["name"].split("-", 1)
-        file = out / f"{step['name']}.json"
+        file = work / f"{step['name']}.json"
         step["ok"] = step["rc"] == 0 and file.exists()
+        log = work / "logs" / f"{step['name']}.log"
+        if not step["ok"] and log.exists():
+            step["log_tail"] = log.read_text(errors="replace")[-3000:]
         if step["ok"]:
             data = json.loads(file.read_text())
             result[KINDS[kind]][shape] = data
@@ -98,17 +102,18 @@ def markdown(r: dict) -> str:
               f"`{s['command']}` |" for s in m["steps"]]
     if m["failed_steps"]:
         lines += ["", f"Failed or timed out (exit 124: the step's time limit): "
-                      f"{', '.join(m['failed_steps'])}; their logs are in logs/."]
+                      f"{', '.join(m['failed_steps'])}; their output is in gpu-logs.txt."]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--steps", required=True, help="the folder the steps wrote")
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     out = Path(a.out)
-    r = gather(out, a.smoke)
+    r = gather(Path(a.steps), a.smoke)
     (out / "gpu.json").write_text(json.dumps(r, indent=2))
     (out / "gpu.md").write_text(markdown(r))
     print((out / "gpu.md").read_text(), end="")

@@ -193,6 +193,9 @@ def test_the_gpu_script_runs_its_code_paths_on_the_cpu(tmp_path):
     assert f["plain_vs_float32_max_abs_diff_score"] <= KV_TOL_INFILL
     assert f["score_sd_across_texts"] > 0 and f["pddkit_check_keeps_shared"] is True
 
+    # what comes back from a device machine: at most 8 files; the three the script writes
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["gpu-logs.txt", "gpu.json", "gpu.md"]
+    assert "===== infill-tiny-llama" in (tmp_path / "gpu-logs.txt").read_text()
     md = (tmp_path / "gpu.md").read_text()
     assert "cpu (smoke" in md and meta["torch"] in md and "tiny-llama" in md
     assert "| infill-tiny-llama | 0 |" in md
