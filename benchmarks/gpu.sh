@@ -28,9 +28,13 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3}
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/pddkit-gpu.XXXXXX")}
 SMOKE=${GPU_SMOKE:-0}
-[ "${1:-}" = "--smoke" ] && SMOKE=1
+case "${1:-}" in
+  "") ;;
+  --smoke) SMOKE=1 ;;
+  *) echo "usage: OUT=folder bash benchmarks/gpu.sh [--smoke]  (not: $*)" >&2; exit 2 ;;
+esac
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/pddkit-gpu.XXXXXX")}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/pddkit-gpu-steps.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT" "$WORK/logs"

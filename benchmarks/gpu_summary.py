@@ -38,7 +38,7 @@ def gather(work: Path, smoke: bool) -> dict:
             runs += list(data["runs"].values())
     first = runs[0] if runs else {}
     result["meta"] = {
-        "card": first.get("gpu", "cpu (smoke: no GPU)" if smoke else "unknown"),
+        "card": first.get("gpu", "cpu (smoke: no GPU)" if smoke else "cpu"),
         "torch": first.get("torch"), "transformers": first.get("transformers"),
         "python": first.get("python"),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
@@ -54,15 +54,16 @@ def _mem(run: dict) -> float:
 
 def markdown(r: dict) -> str:
     m = r["meta"]
-    peak = ("peak memory (ru_maxrss on the CPU)" if m["smoke"]
-            else "peak GPU memory (max_memory_allocated)")
     lines = [f"# benchmarks/gpu.sh on {m['card']}", "",
              f"torch {m['torch']}, transformers {m['transformers']}, python {m['python']}, "
              f"{m['date_utc']} UTC{' (smoke: tiny shapes on the CPU)' if m['smoke'] else ''}. "
              "Random-init models, random token ids, each variant its own process.", ""]
     if r["stats_pass"]:
+        peak = ("peak GPU memory (max_memory_allocated)"
+                if all("peak_gpu_mb" in s["runs"]["bare"] for s in r["stats_pass"].values())
+                else "peak memory (ru_maxrss on the CPU)")
         lines += ["## Statistics pass against a bare forward", "",
-                  f"| shape | dtype | texts | tokens | bare forward | statistics pass | "
+                  "| shape | dtype | texts | tokens | bare forward | statistics pass | "
                   f"statistics / bare | {peak}, bare / statistics |", "|---|---|---|---|---|---|---|---|"]
         for shape, s in r["stats_pass"].items():
             b, t = s["runs"]["bare"], s["runs"]["stats"]
@@ -85,7 +86,8 @@ def markdown(r: dict) -> str:
         for shape, s in r[key].items():
             p, h = s["runs"]["plain"], s["runs"]["shared"]
             ref = (f"{s['shared_vs_float32_max_abs_diff_score']:.2g} / "
-                   f"{s['plain_vs_float32_max_abs_diff_score']:.2g} ({s['reference_texts']} texts)"
+                   f"{s['plain_vs_float32_max_abs_diff_score']:.2g} ({s['reference_texts']} "
+                   f"text{'s' if s['reference_texts'] > 1 else ''})"
                    if "reference_texts" in s else "-")
             lines.append(
                 f"| {shape} | {s['dtype']} | {p['texts']:,} | {p['seconds']:.2f} s, "

@@ -163,7 +163,9 @@ def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_text
         else:
             run = sum(len(seq) + 1 for r in rows for _, seq in r)
         score = infill_scores(target, rows, got)
-        out = {"score": score,  # the window of each variant: the positions the shared path runs
+        out = {"score": score, "variant_at": np.array([(t, i) for t, r in enumerate(rows)
+                                                        for i, _ in r], dtype=np.int64).reshape(-1, 2),
+               # the window of each variant: the positions the shared path runs
                "L": np.concatenate([s.L[i:] for r, st in zip(rows, got) for (i, _), s in zip(r, st)]),
                "H": np.concatenate([s.H[i:] for r, st in zip(rows, got) for (i, _), s in zip(r, st)])}
     figures = {"path": path, "variant": variant, "shape": shape, "device": device,
@@ -204,6 +206,10 @@ def compare(path: str, check_atol: float, shared: dict, plain: dict) -> dict:
     """The shared path's scores and statistics against the plain pass's, and both against
     the float32 reference."""
     n = len(plain["ref_score"]) if "ref_score" in plain else 0
+    if "variant_at" in plain and not np.array_equal(plain["variant_at"], shared["variant_at"]):
+        # each process takes the argmax of its own target pass: the same numbers on one device
+        raise SystemExit("kv_paths.py: the two processes' target passes chose other argmax "
+                         "tokens, so their infill variants differ and cannot be compared")
     out = {"max_abs_diff_score": _max_abs(shared["score"], plain["score"]),
            "score_sd_across_texts": float(np.std(plain["score"], ddof=1)),
            "max_abs_diff_L": _max_abs(shared["L"], plain["L"]),
