@@ -1,8 +1,10 @@
 """Throughput of the statistics pass against a bare forward and the one-pass-per-method way.
 
 Random-init models of real shapes (--shape): gpt2-small (12 layers, 768 wide, 50,257-token
-vocabulary; the default, CPU-sized), pythia-1.4b (24 x 2048, 50,304) and llama-7b
-(32 x 4096, 32,000), in --dtype (bf16 for the GPU shapes), statistics always in float32.
+vocabulary; the default, CPU-sized), pythia-1.4b (24 x 2048, 50,304), llama-7b
+(32 x 4096, 32,000), llama-3.2-1b (16 x 2048, 32/8 heads, 128,256, tied head) and
+llama-3.1-8b (32 x 4096, 32/8 heads, 128,256), and tiny-llama (benchmarks/gpu.sh --smoke),
+in --dtype (bf16 for the GPU shapes), statistics always in float32.
 Texts of --min-tokens..--max-tokens random tokens (default 112-144, mean ~128). Each variant
 runs in a fresh subprocess so that its peak memory is its own: resident memory (ru_maxrss,
 weights included) on CPU, torch.cuda.max_memory_allocated on a GPU.
@@ -17,7 +19,8 @@ weights included) on CPU, torch.cuda.max_memory_allocated on a GPU.
         --texts 1024 --batch-size 32 --min-tokens 480 --max-tokens 544 --naive-texts 16
 
 The naive variant runs on the first --naive-texts texts and is reported per text
-(it is linear in the number of texts: one model call per text and method).
+(it is linear in the number of texts: one model call per text and method); --naive-texts 0
+leaves it out (benchmarks/gpu.sh, which measures bare against stats only).
 """
 
 from __future__ import annotations
@@ -41,6 +44,28 @@ SHAPES = {  # name -> (config class, config keyword arguments); vocabulary as re
     "llama-7b": ("LlamaConfig", dict(hidden_size=4096, num_hidden_layers=32,
                                      num_attention_heads=32, intermediate_size=11008,
                                      vocab_size=32000, max_position_embeddings=4096)),
+    # Llama 3 shapes (grouped-query attention, 128,256-token vocabulary); their "llama3" rope
+    # scaling is left out: it changes the rotary frequencies, not a shape or a cost
+    "llama-3.2-1b": ("LlamaConfig", dict(hidden_size=2048, num_hidden_layers=16,
+                                         num_attention_heads=32, num_key_value_heads=8,
+                                         intermediate_size=8192, vocab_size=128256,
+                                         tie_word_embeddings=True, rope_theta=500000.0,
+                                         max_position_embeddings=131072)),
+    "llama-3.1-8b": ("LlamaConfig", dict(hidden_size=4096, num_hidden_layers=32,
+                                         num_attention_heads=32, num_key_value_heads=8,
+                                         intermediate_size=14336, vocab_size=128256,
+                                         tie_word_embeddings=False, rope_theta=500000.0,
+                                         max_position_embeddings=131072)),
+    # benchmarks/gpu.sh --smoke: the Llama 3 layout at toy size on the CPU (tied head,
+    # grouped-query attention). Initialised with std 0.02 * sqrt(2048 / 64) so that its
+    # logits spread as llama-3.2-1b's do (a logit is a sum over the width of unit-scale
+    # hidden values times weights of std `initializer_range`: std 0.02 * sqrt(2048) = 0.9)
+    "tiny-llama": ("LlamaConfig", dict(hidden_size=64, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2,
+                                       intermediate_size=256, vocab_size=1000,
+                                       tie_word_embeddings=True, rope_theta=500000.0,
+                                       max_position_embeddings=4096,
+                                       initializer_range=0.02 * (2048 / 64) ** 0.5)),
 }
 
 
@@ -69,6 +94,31 @@ def make_ids(n: int, vocab: int, lo: int, hi: int, seed: int = 0) -> list[list[i
     return [rng.integers(0, vocab - 1, int(rng.integers(lo, hi + 1))).tolist() for _ in range(n)]
 
 
+def make_runner(model, vocab: int, shape: str, device: str, dtype: str, batch_size: int):
+    """pddkit's StatsRunner over `model`, its start token the last id (the texts are ids,
+    drawn below it), the one-off head check done (it is no part of the steady state)."""
+    from pddkit.backends.hf_loading import LoadedModel
+    from pddkit.backends.stats_pass import StatsRunner
+
+    class Tok:  # the runner only needs the start token here (ids are given)
+        bos_token_id = eos_token_id = vocab - 1
+
+    runner = StatsRunner(LoadedModel(model, Tok(), f"{shape}-random", device, dtype),
+                         batch_size=batch_size)
+    runner._checked = True
+    return runner
+
+
+def versions() -> dict:
+    import platform
+
+    import torch
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version()}
+
+
 def _sync(device: str) -> None:
     import torch
 
@@ -91,15 +141,7 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int, shape: s
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     if mode == "stats":
-        from pddkit.backends.hf_loading import LoadedModel
-        from pddkit.backends.stats_pass import StatsRunner
-
-        class Tok:  # the runner only needs the start token here (ids are given)
-            bos_token_id = eos_token_id = start
-
-        runner = StatsRunner(LoadedModel(model, Tok(), f"{shape}-random", device, dtype),
-                             batch_size=batch_size)
-        runner._checked = True  # the one-off head check is not part of the steady state
+        runner = make_runner(model, vocab, shape, device, dtype, batch_size)
         _sync(device)
         t0 = time.perf_counter()
         runner.run_ids(ids)
@@ -153,7 +195,7 @@ def run_variant(mode: str, n_texts: int, batch_size: int, threads: int, shape: s
     out = {"mode": mode, "texts": n_texts, "tokens": tokens, "seconds": seconds,
            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
            "rss_before_pass_mb": rss0 / 1024, "threads": threads, "batch_size": batch_size,
-           "shape": shape, "device": device, "dtype": dtype}
+           "shape": shape, "device": device, "dtype": dtype, "vocab": vocab, **versions()}
     if cuda:
         out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
         out["gpu"] = torch.cuda.get_device_name()
@@ -187,7 +229,9 @@ def main() -> None:
                               str(a.batch_size), "--threads", str(a.threads), "--shape", a.shape,
                               "--device", a.device, "--dtype", a.dtype, "--min-tokens",
                               str(a.min_tokens), "--max-tokens", str(a.max_tokens)],
-                             capture_output=True, text=True, check=True)
+                             capture_output=True, text=True)
+        if out.returncode != 0:  # the child's own error, not a bare CalledProcessError
+            raise SystemExit(f"stats_pass.py --mode {mode} failed:\n{out.stderr[-4000:]}")
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     runs: dict[str, dict] = {}
@@ -196,14 +240,13 @@ def main() -> None:
             r = child(mode)
             if mode not in runs or r["seconds"] < runs[mode]["seconds"]:
                 runs[mode] = r
-    runs["naive"] = child("naive")
-    bare, stats, naive = runs["bare"], runs["stats"], runs["naive"]
+    if a.naive_texts > 0:
+        runs["naive"] = child("naive")
+    bare, stats = runs["bare"], runs["stats"]
     per_text = {k: v["seconds"] / v["texts"] for k, v in runs.items()}
-    summary = {
-        "stats_over_bare": stats["seconds"] / bare["seconds"],
-        "speedup_over_naive": per_text["naive"] / per_text["stats"],
-        "runs": runs,
-    }
+    summary = {"stats_over_bare": stats["seconds"] / bare["seconds"], "runs": runs}
+    if "naive" in runs:
+        summary["speedup_over_naive"] = per_text["naive"] / per_text["stats"]
     where = bare.get("gpu", f"cpu, {a.threads} threads")
     mem = "peak_gpu_mb" if "peak_gpu_mb" in bare else "peak_rss_mb"
     what = "peak GPU mem" if mem == "peak_gpu_mb" else "peak RSS"
@@ -213,10 +256,12 @@ def main() -> None:
           f"{bare['tokens'] / bare['seconds']:7.0f} tok/s  {what} {bare[mem]:6.0f} MB")
     print(f"statistics pass (L,H,M2):   {stats['seconds']:8.1f} s  "
           f"{stats['tokens'] / stats['seconds']:7.0f} tok/s  {what} {stats[mem]:6.0f} MB")
-    print(f"naive, 6 methods ({naive['texts']} texts): {naive['seconds']:8.1f} s  "
-          f"{per_text['naive']:.3f} s/text  {what} {naive[mem]:6.0f} MB")
-    print(f"statistics / bare: {summary['stats_over_bare']:.3f}   "
-          f"speed-up over naive (per text): {summary['speedup_over_naive']:.1f}x")
+    if "naive" in runs:
+        naive = runs["naive"]
+        print(f"naive, 6 methods ({naive['texts']} texts): {naive['seconds']:8.1f} s  "
+              f"{per_text['naive']:.3f} s/text  {what} {naive[mem]:6.0f} MB")
+        print(f"speed-up over naive (per text): {summary['speedup_over_naive']:.1f}x")
+    print(f"statistics / bare: {summary['stats_over_bare']:.3f}")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(summary, fh, indent=2)
