@@ -20,11 +20,11 @@ own process, so its peak memory is its own (torch.cuda.max_memory_allocated afte
 reset_peak_memory_stats on a GPU, ru_maxrss on the CPU, weights included in both); the
 target pass and a warm-up of the path on two texts run before the clock and the peak start.
 After its timed pass the shared process runs pddkit's own one-off check of the path
-(HFBackend's: within CHECK_ATOL of the plain pass on a small sample, else the run falls back
-to the plain pass), and reports whether it would keep the shared path in this dtype on this
-device. After its timed pass the plain process casts the model to float32 (the same weights) and
-runs the plain path on the first --reference-texts texts again: the scores in float32, which
-both bf16 paths are compared with.
+(HFBackend's: within backends/kv_agreement.py's tolerance for the dtype of the plain pass
+on a small sample, else the run falls back to the plain pass), and reports whether it would
+keep the shared path in this dtype on this device. After its timed pass the plain process
+casts the model to float32 (the same weights) and runs the plain path on the first
+--reference-texts texts again: the scores in float32, which both bf16 paths are compared with.
 
     python benchmarks/kv_paths.py --path prefix --shape llama-3.2-1b --device cuda \\
         --dtype bfloat16 --texts 256 --prefix-tokens 1024 --min-tokens 224 --max-tokens 288
@@ -106,7 +106,7 @@ def run_path(path: str, runner, ids, prefix, target, rows, batch_size: int, shar
 def pddkit_check(path: str, runner, ids, prefix, target, rows, batch_size: int) -> bool:
     """The check HFBackend runs once per model before it uses a shared path (on its sample:
     the two shortest texts, or the first text's first four variants), which falls back to
-    the plain pass when the shared statistics are not within CHECK_ATOL of it."""
+    the plain pass when the shared statistics are not within that tolerance of it."""
     if path == "prefix":
         from pddkit.backends.prefix_pass import shared_prefix_works
 
@@ -255,10 +255,11 @@ def main() -> None:
         return
     import tempfile
 
-    if a.path == "prefix":
-        from pddkit.backends.prefix_pass import CHECK_ATOL
-    else:
-        from pddkit.backends.infill_windows import CHECK_ATOL
+    import torch
+
+    from pddkit.backends.kv_agreement import dtype_atol
+
+    check_atol = dtype_atol(getattr(torch, a.dtype))  # HFBackend's tolerance for this dtype
     runs, arrays = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for variant in ("shared", "plain"):
@@ -279,7 +280,7 @@ def main() -> None:
                "speedup": plain["seconds"] / shared["seconds"],
                "pddkit_check_keeps_shared": shared["pddkit_check_keeps_shared"],
                "peak_ratio": shared["peak_mb"] / plain["peak_mb"],
-               **compare(a.path, CHECK_ATOL, arrays["shared"], arrays["plain"]), "runs": runs}
+               **compare(a.path, check_atol, arrays["shared"], arrays["plain"]), "runs": runs}
     where = shared.get("gpu", f"cpu, {a.threads} threads")
     print(f"{a.path} path, {a.shape} shape, random weights, {a.dtype}, {where}: {a.texts} texts, "
           f"{shared['text_tokens']} text tokens, batch {a.batch_size}")
@@ -290,7 +291,7 @@ def main() -> None:
     print(f"speed-up {summary['speedup']:.2f}x; max |score shared - plain| "
           f"{summary['max_abs_diff_score']:.3g} (scores' sd across texts "
           f"{summary['score_sd_across_texts']:.3g}); max |L| diff {summary['max_abs_diff_L']:.3g}, "
-          f"|H| {summary['max_abs_diff_H']:.3g}; pddkit's check (atol {CHECK_ATOL:g} on its "
+          f"|H| {summary['max_abs_diff_H']:.3g}; pddkit's check (atol {check_atol:g} on its "
           f"sample) {'keeps' if summary['pddkit_check_keeps_shared'] else 'REFUSES'} the shared path")
     if "reference_texts" in summary:
         print(f"against float32 on {summary['reference_texts']} texts: shared "

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from pddkit.backends.cached_forward import forward_with_cache, position_stats
+from pddkit.backends.kv_agreement import agreement_atol
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
 
-CHECK_ATOL = 1e-3  # log-probabilities: the shared-cache window against the plain pass
 
 
 def windows_of_text(runner, base: TokenStats, rows: Sequence[tuple[int, Sequence[int]]],
@@ -113,9 +113,10 @@ def shared_cache_works(runner, base: TokenStats, rows, batch_size: int) -> bool:
         logger.warning("%s: infill's shared key/value cache is not available (%s: %s); "
                        "every variant runs in full", runner.lm.name, type(e).__name__, e)
         return False
+    atol = agreement_atol(runner.lm.model)
     for (i, _), g, w in zip(sample, got, want):
-        if not (np.allclose(g.L[i:], w.L[i:], atol=CHECK_ATOL)
-                and np.allclose(g.H[i:], w.H[i:], atol=CHECK_ATOL)):
+        if not (np.allclose(g.L[i:], w.L[i:], atol=atol)
+                and np.allclose(g.H[i:], w.H[i:], atol=atol)):
             logger.warning("%s: infill's shared key/value cache does not reproduce the plain "
                            "pass; every variant runs in full", runner.lm.name)
             return False

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from pddkit.backends.cached_forward import forward_with_cache, position_stats
+from pddkit.backends.kv_agreement import agreement_atol
 from pddkit.stats import TokenStats
 
 logger = logging.getLogger(__name__)
 
-CHECK_ATOL = 1e-3  # log-probabilities: the shared prefix against the plain pass
 
 
 def added_prefix(tokenizer) -> list[int]:
@@ -114,7 +114,8 @@ def shared_prefix_works(runner, prefix: Sequence[int], seqs: Sequence[Sequence[i
         logger.warning("%s: the shots' key/value cache cannot be shared (%s: %s); the prefix "
                        "runs with every text", runner.lm.name, type(e).__name__, e)
         return False
-    ok = all(np.allclose(g.L, w.L, atol=CHECK_ATOL) and np.allclose(g.H, w.H, atol=CHECK_ATOL)
+    atol = agreement_atol(runner.lm.model)
+    ok = all(np.allclose(g.L, w.L, atol=atol) and np.allclose(g.H, w.H, atol=atol)
              for g, w in zip(got, want))
     if not ok:
         logger.warning("%s: the shots' shared key/value cache does not reproduce the plain pass; "
