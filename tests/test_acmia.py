@@ -84,7 +84,7 @@ def authors_scores(mean_L: float, T: np.ndarray) -> dict[str, list]:
 def test_tempered_chunk_equals_numpy_on_hand_made_logits():
     import torch
 
-    from pddkit.backends.stats_pass import tempered_chunk
+    from pddkit.backends.tempered_stats import tempered_chunk
 
     rng = np.random.default_rng(0)
     V = 11

@@ -65,18 +65,16 @@ def forward_with_cache(runner, input_ids, mask, position_ids, past):
 
 def position_stats(runner, hidden, targets):
     """[P, d] hidden (or [P, V] logits), [P] target ids -> [P, 6] (L, H, M2, var, top, Lmax)
-    float64 (stats_pass.chunk_stats on each chunk)."""
+    float64 (stats_pass.chunk_stats on each chunk). `hidden` is the caller's own (a masked
+    copy): where it holds logits, they are overwritten."""
     import torch
 
-    from pddkit.backends.stats_pass import _postprocess, chunk_stats
-
     V = runner.head.weight.shape[0] if runner.body is not None else hidden.shape[-1]
-    chunk = max(1, runner.chunk_bytes // (V * 4 * 3))
+    chunk = runner.chunk_size(V)
     parts = []
     for c in range(0, hidden.shape[0], chunk):
-        hc = hidden[c:c + chunk]
-        logits = hc if runner.body is None else _postprocess(runner.lm.model.config, runner.head(hc))
-        L, H, M2, var, top, Lmax = chunk_stats(logits, targets[c:c + chunk])
+        logits = runner.chunk_logits(hidden[c:c + chunk])  # [C, V], overwritten below
+        L, H, M2, var, top, Lmax = runner.chunk_stats(logits, targets[c:c + chunk])
         parts.append(torch.stack([L.double(), H.double(), M2.double(), var.double(),
                                   top.double(), Lmax.double()], dim=1))
     return torch.cat(parts).cpu().numpy()

@@ -19,17 +19,13 @@ import numpy as np
 
 from pddkit import progress
 from pddkit.backends.hf_loading import LoadedModel, start_token_id
+from pddkit.backends.tempered_stats import TEMPERED_BYTES, first_occurrences, tempered_chunk
 from pddkit.errors import PddkitError
 from pddkit.stats import ACMIA_BETAS, TokenStats
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_BYTES = 256 * 2**20
-# the tempered sums run over row groups whose [rows, 10, V] float32 block of exponentials
-# stays this small, so that its squarings and reductions work in the CPU's cache
-TEMPERED_BYTES = 4 * 2**20
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-D_FLOOR = -1e4  # log p - Lmax below this (only masked entries of the vocabulary) is floored
 AUTO_BATCH_CAP = {"cpu": 32, "other": 1024}  # batch_size="auto" tries no more than this
 
 
@@ -91,85 +87,43 @@ def _postprocess(config, logits):
     return logits
 
 
-def chunk_stats(logits, targets):
+def rowdot(a, b):
+    """[C, V], [C, V] -> [C] sum_v a b per row: one batched product, reading each once
+    (linalg.vecdot materialises a * b first: three times slower on a CPU)."""
+    return (a[:, None, :] @ b[:, :, None])[:, 0, 0]
+
+
+def chunk_stats(logits, targets, scratch=None):
     """[C, V] logits, [C] target ids -> (L, H, M2, var, top, Lmax): L, H, M2, var, Lmax
     each [C] float32, top [C] int64 the argmax id of each distribution (`infill`; the first
-    on a tie), Lmax = log p(top), the largest log-probability (`gapk`; one gather of C
-    numbers from the log-probabilities already computed).
+    on a tie), Lmax = log p(top), the largest log-probability (`gapk`).
 
-    var = sum_v p (log p + H)^2, not M2 - H^2: the two are equal, but the difference of two
-    float32 numbers near H^2 loses every digit of a variance far below H^2, while the sum
-    of non-negative terms keeps them (pddkit/stats.py). M2 = var + H^2, a sum of two
-    non-negative numbers, exact to float32 rounding. Besides the logits, at most two
-    [C, V] float32 arrays are alive (log p, then log p + H squared in place; and p)."""
+    With m = max_v logit, z = logit - m (<= 0, 0 at the top), e = exp(z), S = sum_v e:
+    log p = z - log S, so L = z(target) - log S, Lmax = -log S, and with mu = sum e z / S
+    (= E_p[log p] + log S): H = log S - mu, and log p + H = z - mu. var = sum_v p (z - mu)^2,
+    a sum of non-negative terms about the mean, not M2 - H^2: the two are equal, but the
+    difference of two float32 numbers near H^2 loses every digit of a variance far below H^2,
+    while the sum keeps them (pddkit/stats.py). M2 = var + H^2, a sum of two non-negative
+    numbers, exact to float32 rounding.
+
+    Float32 `logits` are overwritten (z, then (z - mu)^2, in place): callers pass logits of
+    their own. `scratch`: a float32 [>= C, V] tensor on their device for e (else a new one).
+    One exponential per entry and no [C, V] array allocated per call: on a CPU a fresh array
+    of this size costs as much as the arithmetic (its pages are mapped anew each time)."""
     import torch
 
-    logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
-    L = logp.gather(1, targets[:, None])[:, 0]  # [C]
-    top = logp.argmax(-1)  # [C]
-    Lmax = logp.gather(1, top[:, None])[:, 0]  # [C] max_v log p(v), before log p is overwritten
-    p = logp.exp()  # [C, V]
-    H = -torch.linalg.vecdot(p, logp)  # [C] -sum p log p
-    dev = logp.add_(H[:, None]).square_()  # [C, V] (log p + H)^2, in place of log p
-    var = torch.linalg.vecdot(p, dev)  # [C] sum p (log p + H)^2
+    z = logits.float()  # [C, V] (a float32 copy of lower-precision logits)
+    m, top = z.max(-1)  # [C], [C] the first argmax on a tie
+    z_t = z.gather(1, targets[:, None])[:, 0] - m  # [C] z of the target
+    z.sub_(m[:, None])  # [C, V] logit - max
+    e = torch.exp(z, out=None if scratch is None else scratch[:z.shape[0]])  # [C, V]
+    S = e.sum(-1)  # [C] >= 1
+    mu = rowdot(e, z) / S  # [C] E_p[z]
+    var = rowdot(e, z.sub_(mu[:, None]).square_()) / S  # [C] E_p[(z - mu)^2]
+    log_s = torch.log(S)  # [C]
+    H = log_s - mu  # [C]
     M2 = var + H * H  # [C]
-    return L, H, M2, var, top, Lmax
-
-
-def tempered_chunk(logits, targets):
-    """[C, V] logits, [C] target ids -> (Lb, norm), each [C, 52] float32: per position and
-    inverse temperature b of ACMIA_BETAS (SPEC 3e), with d = log p - Lmax (<= 0),
-    e = exp(b d) and S = sum_v e (>= 1):
-      Lb   = b L - logsumexp_v(b log p)  = b (L - Lmax) - log S
-      norm = (Lb - mu) / (sigma + 1e-10) = b ((L - Lmax) - m) / (b sqrt(v) + 1e-10)
-    where m = sum e d / S = E_q[log p] - Lmax and v = sum e d^2 / S - m^2 = Var_q[log p],
-    q = softmax(b log p): mu = sum q log q = b E_q[log p] - logsumexp and sigma = b sd_q,
-    the same numbers without the cancellation of two values near -logsumexp (the moments
-    are taken about the mode, d = 0, not about zero). NaN in norm becomes 0 and it is
-    clipped to the float32 range (Main_file.py:275).
-
-    The grid doubles b every 10 steps (b_(j+10) = 2 b_j), so exp(b_(j+10) d) = exp(b_j d)^2:
-    10 exponentials per position (b_1..b_10) and squarings for the other 41, each block of
-    10 reduced (one batched product with [1, d, d^2]) before it is squared in place. Besides
-    the logits, [C, V] x 4 and [C, 10, V] float32 are alive."""
-    import torch
-
-    logp = torch.log_softmax(logits.float(), dim=-1)  # [C, V]
-    L = logp.gather(1, targets[:, None])[:, 0]  # [C]
-    Lmax = logp.max(-1).values  # [C]
-    # [C, V] log p - Lmax in place of log p; a masked entry (a -inf logit) floored at
-    # -1e4, where exp(b d) is 0 for every b > 0 and 0 * d stays 0 (never 0 * -inf)
-    d = logp.sub_(Lmax[:, None]).clamp_(min=D_FLOOR)
-    moments = torch.stack((d, d * d), 1)  # [C, 2, V] (read transposed: the faster product)
-    sums = torch.empty((d.shape[0], len(ACMIA_BETAS), 3), device=d.device)  # [C, 52, 3]
-    sums[:, 0, 0] = d.shape[1]  # b = 0: e = 1 everywhere
-    sums[:, 0, 1:] = moments.sum(2)
-    betas = torch.tensor(ACMIA_BETAS, dtype=torch.float32, device=d.device)  # [52]
-    e = torch.mul(betas[None, 1:11, None], d[:, None, :]).exp_()  # [C, 10, V] b_1..b_10
-    for lo in range(1, len(ACMIA_BETAS), 10):
-        if lo > 1:
-            e.square_()  # b_lo.. = 2 x the previous block's
-        n = min(10, len(ACMIA_BETAS) - lo)
-        sums[:, lo:lo + n, 0] = e[:, :n].sum(-1)  # [C, n] S
-        sums[:, lo:lo + n, 1:] = torch.bmm(e[:, :n], moments.transpose(1, 2))  # [C, n, 2]
-    S = sums[..., 0]  # [C, 52]
-    m = sums[..., 1] / S  # [C, 52]
-    v = (sums[..., 2] / S - m * m).clamp_(min=0.0)  # [C, 52]
-    gap = (L - Lmax)[:, None]  # [C, 1] <= 0
-    Lb = betas * gap - torch.log(S)  # [C, 52]
-    norm = betas * (gap - m) / (betas * v.sqrt() + 1e-10)  # [C, 52]
-    return Lb, torch.nan_to_num(norm, nan=0.0, posinf=FLOAT32_MAX, neginf=-FLOAT32_MAX)
-
-
-def first_occurrences(seqs: Sequence[Sequence[int]]) -> np.ndarray:
-    """[P] bool over the positions of `seqs` laid end to end: the first occurrence of each
-    distinct id within its own sequence (F of SPEC 3e; numpy.unique's return_index)."""
-    out = []
-    for s in seqs:
-        mask = np.zeros(len(s), dtype=bool)
-        mask[np.unique(np.asarray(s, dtype=np.int64), return_index=True)[1]] = True
-        out.append(mask)
-    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+    return z_t - log_s, H, M2, var, top, -log_s
 
 
 class StatsRunner:
@@ -190,6 +144,48 @@ class StatsRunner:
         self.body, self._accepts = _body_and_head(lm.model)
         self.head = lm.model.get_output_embeddings()
         self._checked = False
+        self._buffers: dict = {}  # name -> a [rows, V] tensor reused by every chunk
+
+    def chunk_size(self, V: int) -> int:
+        """Positions per chunk: three [C, V] float32 arrays within `chunk_bytes`."""
+        return max(1, self.chunk_bytes // (V * 4 * 3))
+
+    def _buffer(self, name: str, rows: int, V: int, dtype, device):
+        """A [rows, V] tensor kept for the next chunks (None outside inference mode, where
+        an inference tensor cannot be written)."""
+        import torch
+
+        if not torch.is_inference_mode_enabled():
+            return None
+        buf = self._buffers.get(name)
+        if buf is None or buf.shape[0] < rows or buf.shape[1] != V or buf.dtype != dtype \
+                or buf.device != device:
+            buf = self._buffers[name] = torch.empty((max(rows, self.chunk_size(V)), V),
+                                                    dtype=dtype, device=device)
+        return buf[:rows]
+
+    def chunk_logits(self, hc):
+        """[C, d] final hidden states -> [C, V] logits (the caller's to overwrite): the
+        output head's product into a buffer kept across chunks where the head is a plain
+        bias-free matrix (most causal LMs), else the head module; `hc` itself when the head
+        is not separable (then `hc` is already logits)."""
+        import torch
+
+        if self.body is None:
+            return hc
+        w = self.head.weight
+        buf = None
+        if type(self.head) is torch.nn.Linear and self.head.bias is None and hc.dtype == w.dtype:
+            buf = self._buffer("logits", hc.shape[0], w.shape[0], w.dtype, hc.device)
+        out = self.head(hc) if buf is None else torch.mm(hc, w.t(), out=buf)
+        return _postprocess(self.lm.model.config, out)
+
+    def chunk_stats(self, logits, targets):
+        """chunk_stats with the runner's buffer for the exponentials."""
+        import torch
+
+        return chunk_stats(logits, targets, self._buffer("exp", logits.shape[0], logits.shape[1],
+                                                         torch.float32, logits.device))
 
     def run(self, texts: Sequence[str], names: Sequence[str] | None = None,
             desc: str = "statistics") -> list[TokenStats]:
@@ -263,7 +259,7 @@ class StatsRunner:
         h = hidden[predict]  # [P, d] only real positions, row-major = text order
         tgt = nxt[predict]  # [P]
         V = self.head.weight.shape[0] if self.body is not None else hidden.shape[-1]
-        chunk = max(1, self.chunk_bytes // (V * 4 * 3))
+        chunk = self.chunk_size(V)
         parts, tops = [], []
         if tempered:  # per position: its text, and whether it is its id's first occurrence
             first = torch.from_numpy(first_occurrences(seqs)).to(h.device)  # [P]
@@ -274,8 +270,7 @@ class StatsRunner:
                                device=acc)  # [B, 2, 52]
             group = max(1, TEMPERED_BYTES // (V * 4 * 10))
         for c in range(0, h.shape[0], chunk):
-            hc = h[c:c + chunk]
-            logits = hc if self.body is None else _postprocess(self.lm.model.config, self.head(hc))
+            logits = self.chunk_logits(h[c:c + chunk])  # [C, V] (h: a copy, hidden[predict])
             if tempered:
                 at = torch.nonzero(first[c:c + chunk])[:, 0]  # [Cf] rows of first occurrences
                 for g in range(0, at.shape[0], group):
@@ -283,7 +278,7 @@ class StatsRunner:
                     Lb, norm = tempered_chunk(logits[rows], tgt[c:c + chunk][rows])  # [G, 52]
                     sums.index_add_(0, row[c:c + chunk][rows].to(acc),
                                     torch.stack((Lb, norm), 1).to(acc).double())  # [G, 2, 52]
-            L, H, M2, var, top, Lmax = chunk_stats(logits, tgt[c:c + chunk])
+            L, H, M2, var, top, Lmax = self.chunk_stats(logits, tgt[c:c + chunk])  # overwrites
             parts.append(torch.stack((L, H, M2, var, Lmax), dim=1))  # [C, 5]
             tops.append(top)  # [C]
         flat = torch.cat(parts).float().cpu().numpy()  # [P, 5]
