@@ -55,13 +55,14 @@ def config(model_dir, cache, **extra) -> RunConfig:
 def forbid_loading(monkeypatch):
     """Any model, tokenizer or blind-baseline fit from here on fails the test."""
     import pddkit.backends.hf_loading as loading
+    import pddkit.backends.hf_tokenizers as tokenizers
     from pddkit.blind.baseline import BlindBaseline
 
     def refuse(*a, **k):
         raise AssertionError("loaded or fitted on a fully cached rerun")
 
     monkeypatch.setattr(loading, "load_model", refuse)
-    monkeypatch.setattr(loading, "load_tokenizer", refuse)
+    monkeypatch.setattr(tokenizers, "load_tokenizer", refuse)
     monkeypatch.setattr(BlindBaseline, "cross_val_scores", refuse)
 
 

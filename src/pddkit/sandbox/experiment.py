@@ -124,7 +124,9 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
 
 def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
-    from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
+    from pddkit.backends.devices import pick_device
+    from pddkit.backends.hf_loading import load_model
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.provenance import Provenance, now
     from pddkit.resources.frequency import build_frequency_table
     from pddkit.sandbox import contamination, ground_truth, training, traps

@@ -215,7 +215,8 @@ class EngineOptions:
 
 def _fingerprint(model, opts: EngineOptions) -> str | None:
     """The vocabulary fingerprint of a model's tokenizer (None when it has no local one)."""
-    from pddkit.backends.hf_loading import LoadedModel, load_tokenizer
+    from pddkit.backends.hf_loading import LoadedModel
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = model.tokenizer if isinstance(model, LoadedModel) else None
@@ -244,9 +245,10 @@ def _score(chunks: list[Chunk], model, method: str, opts: EngineOptions, seed: i
 
 
 def _same_model(a, b) -> bool:
-    """Whether `model` and `model_b` are one model: one name (hf_loading.same_model) or
+    """Whether `model` and `model_b` are one model: one name (adapters.same_model) or
     one object."""
-    from pddkit.backends.hf_loading import LoadedModel, same_model
+    from pddkit.backends.adapters import same_model
+    from pddkit.backends.hf_loading import LoadedModel
 
     if isinstance(a, str) and isinstance(b, str):
         return same_model(a, b)
