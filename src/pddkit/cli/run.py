@@ -36,6 +36,7 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.data import load_table
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.reporting.run_files import write_results, write_run
     from pddkit.reporting.terminal import summary
 
     run_options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
@@ -84,8 +85,8 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
 
     # the scores are written before the optional stages (blind baseline, document level, ...)
     result = for_cli(run_dataset(dataset, config, val_dataset=val_dataset,
-                                 on_scored=lambda r: for_cli(r).write(output)))
-    out = result.write(output)
+                                 on_scored=lambda r: write_run(for_cli(r), output)))
+    out = write_run(result, output)
     preview = None
     if not result.labelled:  # the likeliest members are shown with their texts
         # by id: the run may have cut the rows into texts (split_words) or left some out
@@ -103,6 +104,6 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         from pddkit.reporting.report import report_stage
 
         result = run_stages(result, [Stage(REPORT, report_stage(out))])
-        result.write_results(out)  # the report's time, or why there is no report
+        write_results(result, out)  # the report's time, or why there is no report
         if result.stages[REPORT]["status"] == "done":
             click.echo(f"report: {out / 'report.html'}")
