@@ -251,11 +251,11 @@ def test_the_weight_files_alone_do_not_tell_two_adapters_apart(adapters):
 
 def test_quantize_without_a_gpu_is_one_sentence(tmp_path, monkeypatch, capsys):
     import pddkit
-    from pddkit.backends import hf_loading
+    from pddkit.backends import devices
 
     # this machine as one without a GPU, whatever it has (no test depends on a GPU)
-    monkeypatch.setattr(hf_loading, "pick_device", lambda device: "cpu")
-    monkeypatch.setattr(hf_loading, "available_devices", lambda: "cpu")
+    monkeypatch.setattr(devices, "pick_device", lambda device: "cpu")
+    monkeypatch.setattr(devices, "available_devices", lambda: "cpu")
     with pytest.raises(PddkitError, match=r"^`quantize` 8bit needs a CUDA GPU \(bitsandbytes\) "
                                           r"and this machine has none \(available: cpu"):
         pddkit.score(TEXTS, str(tmp_path / "never-loaded"), "loss", quantize="8bit")

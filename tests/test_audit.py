@@ -13,6 +13,7 @@ from conftest import shared_path
 
 from pddkit.cli import main
 from pddkit.errors import PddkitError
+from pddkit.reporting.audit_verdict_text import audit_verdict as _verdict
 from pddkit.studies import STUDIES
 from pddkit.studies.audit import (
     AuditResult,
@@ -21,7 +22,6 @@ from pddkit.studies.audit import (
     Snippet,
     _rates,
     _test_summary,
-    _verdict,
     audit_books,
     cut_snippets,
     load_books,

@@ -35,6 +35,7 @@ from pddkit.blind.verdict import (
 )
 from pddkit.data.gutenberg import strip_gutenberg
 from pddkit.errors import PddkitError
+from pddkit.reporting.blind_verdict_text import blind_sentence
 from pddkit.sandbox.corpus import paragraphs
 
 
@@ -64,7 +65,7 @@ def test_chance_on_a_random_split():
     assert abs(auc - 0.5) < 0.1, auc
     v = verdict_for(auc, int(labels.sum()), int((labels == 0).sum()))
     assert not v.warn
-    assert "found no shift" in v.sentence() and "do not differ" not in v.sentence()
+    assert "found no shift" in blind_sentence(v) and "do not differ" not in blind_sentence(v)
 
 
 @pytest.mark.slow
@@ -74,7 +75,7 @@ def test_separates_two_authors():
     auc = roc_auc_score(labels, BlindBaseline().cross_val_scores(austen + doyle, labels))
     assert auc > 0.9, auc
     v = verdict_for(auc, 150, 150)
-    assert v.warn and "prove little" in v.sentence() and "above chance (p = " in v.sentence()
+    assert v.warn and "prove little" in blind_sentence(v) and "above chance (p = " in blind_sentence(v)
 
 
 @pytest.mark.slow
@@ -384,7 +385,7 @@ def test_verdict_knows_the_sample_size():
             assert high - 1 / 2000 - 1e-12 < v.high <= high, (n1, n0, auc, v.high, high)
             assert (v.low > 0.5) == (v.p < ALPHA) or abs(v.p - ALPHA) < 1e-3, (n1, n0, auc)
     small = verdict_for(0.54, 5000, 5000)
-    assert small.shift and not small.warn and "small shift" in small.sentence()
+    assert small.shift and not small.warn and "small shift" in blind_sentence(small)
     assert verdict_for(MIN_AUC, 5000, 5000).warn
     groups = [f"d{i // 8}" for i in range(160)]
     labels = [int(i // 8 < 10) for i in range(160)]
@@ -401,7 +402,7 @@ def test_the_verdict_names_its_interval():
     low, high = _interval_by_hand(0.475, 20, 20)
     assert (f"reaches AUC 0.475 on 20 member and 20 non-member texts (95% interval allowing "
             f"for the classifier's refitting on every fold [{low:.3f}, {high:.3f}])"
-            ) in v.sentence()
+            ) in blind_sentence(v)
 
 
 def test_texts_without_a_word_are_said_before_the_baseline_runs():
@@ -491,4 +492,4 @@ def test_the_warning_fires_by_chance_at_most_at_its_rate_and_still_on_a_shift():
     y = np.array([int(g.startswith(("Austen", "Carroll"))) for g in groups])
     auc = roc_auc_score(y, model.cross_val_scores(texts, y))  # texts, no document ids
     v = verdict_for(auc, 80, 80)
-    assert v.warn and "80 member and 80 non-member texts" in v.sentence(), (auc, v.p)
+    assert v.warn and "80 member and 80 non-member texts" in blind_sentence(v), (auc, v.p)

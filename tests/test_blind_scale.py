@@ -32,6 +32,7 @@ from pddkit.data.gutenberg import strip_gutenberg
 from pddkit.engine.blind_run import blind_result
 from pddkit.engine.config import RunConfig
 from pddkit.errors import PddkitError
+from pddkit.reporting.run_files import write_run
 from pddkit.sandbox.corpus import paragraphs
 
 ODD = ["", " ", "a", "ab", "abc", "a  b\t\tc\nd", "Zürich 東京 \U0001F600x", "x\xa0y\u2003z",
@@ -252,7 +253,7 @@ def test_blind_max_texts_is_said_in_results_json_the_terminal_and_the_report(tmp
     dataset = make_dataset("d", [Sample(f"t{i}", r["input"], r["label"])
                                  for i, r in enumerate(rows)], [])
     result = blind_result(dataset, seed=0, n_bootstrap=50, max_texts=60)
-    out_dir = result.write(tmp_path / "again")
+    out_dir = write_run(result, tmp_path / "again")
     _html, md = write_report(out_dir)
     assert said in md.read_text()
 

@@ -33,6 +33,7 @@ from pddkit.cache import (
 )
 from pddkit.cache import fingerprint as fpmod
 from pddkit.errors import PddkitError
+from pddkit.reporting.cache_info_text import cache_info_lines
 from pddkit.stats import TokenStats
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -139,7 +140,7 @@ def test_two_writers_in_one_directory_are_both_readable(tmp_path):
     info = cache_info(tmp_path)
     assert (info.shards, info.entries) == (4, 8)
     assert sorted(m.entries for m in info.models) == [4, 4]
-    assert any("8 texts" in line for line in info.lines())
+    assert any("8 texts" in line for line in cache_info_lines(info))
 
 
 def test_stray_temporary_and_broken_files_are_ignored(tmp_path, caplog):
@@ -155,7 +156,7 @@ def test_stray_temporary_and_broken_files_are_ignored(tmp_path, caplog):
     assert sorted(store.skipped) == ["shard-0-0-broken.npz", "shard-0-1-broken.npz"]
     info = cache_info(tmp_path)
     assert (info.shards, info.entries, info.unfinished, info.unreadable) == (1, 1, 1, 2)
-    assert any("2 unreadable shards" in line for line in info.lines())
+    assert any("2 unreadable shards" in line for line in cache_info_lines(info))
 
 
 def damage(shard: Path, member: str) -> None:

@@ -16,6 +16,8 @@ from pddkit.cache.memo import Memo, result_key
 from pddkit.data.samples import Dataset, Sample
 from pddkit.engine.config import RunConfig
 from pddkit.engine.run import run_dataset
+from pddkit.reporting.cache_info_text import cache_info_lines
+from pddkit.reporting.run_files import write_run
 
 METHODS = "loss,zlib,mink,minkpp,surp"
 
@@ -55,13 +57,14 @@ def config(model_dir, cache, **extra) -> RunConfig:
 def forbid_loading(monkeypatch):
     """Any model, tokenizer or blind-baseline fit from here on fails the test."""
     import pddkit.backends.hf_loading as loading
+    import pddkit.backends.hf_tokenizers as tokenizers
     from pddkit.blind.baseline import BlindBaseline
 
     def refuse(*a, **k):
         raise AssertionError("loaded or fitted on a fully cached rerun")
 
     monkeypatch.setattr(loading, "load_model", refuse)
-    monkeypatch.setattr(loading, "load_tokenizer", refuse)
+    monkeypatch.setattr(tokenizers, "load_tokenizer", refuse)
     monkeypatch.setattr(BlindBaseline, "cross_val_scores", refuse)
 
 
@@ -180,18 +183,18 @@ def test_a_cached_rerun_draws_no_figure_and_its_report_is_the_same(model_dir, tm
     from pddkit.reporting.report import write_report
 
     first = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
-    write_report(first.write(tmp_path / "first"))
+    write_report(write_run(first, tmp_path / "first"))
     forbid_loading(monkeypatch)
     for draw in ("roc_png", "histograms_png"):
         monkeypatch.setattr(plots, draw, lambda *a, **k: pytest.fail("a cached rerun drew a figure"))
     again = run_dataset(dataset(), config(model_dir, tmp_path / "cache"))
-    write_report(again.write(tmp_path / "again"))
+    write_report(write_run(again, tmp_path / "again"))
     for png in ("roc.png", "roc_loglog.png", "histograms.png"):
         assert (tmp_path / "again" / png).read_bytes() == (tmp_path / "first" / png).read_bytes()
     monkeypatch.undo()  # other labels: other figures, drawn
     other = Dataset("d", tuple(Sample(id=s.id, text=s.text, label=1 - s.label)
                                for s in dataset().samples), (), {})
-    write_report(run_dataset(other, config(model_dir, tmp_path / "cache")).write(tmp_path / "other"))
+    write_report(write_run(run_dataset(other, config(model_dir, tmp_path / "cache")), tmp_path / "other"))
     assert (tmp_path / "other" / "roc.png").read_bytes() != (tmp_path / "first" / "roc.png").read_bytes()
 
 
@@ -251,7 +254,7 @@ def test_memo_spans_are_stored_compactly_and_counted_by_cache_info(tmp_path):
     assert Memo(tmp_path).span("k", ids[7]) == span and Memo(tmp_path).span("k", ids[8]) is None
     info = cache_info(tmp_path)
     assert info.memo_files == 1 and info.memo_bytes == enc.stat().st_size
-    assert any(line.startswith("memo: 1 files") for line in info.lines())
+    assert any(line.startswith("memo: 1 files") for line in cache_info_lines(info))
 
 
 def test_memo_files_written_with_fixed_width_spans_are_still_read(tmp_path):

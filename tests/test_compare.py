@@ -255,7 +255,7 @@ class UnlearnWorld:
 def _gradient_ascent(model, tok, texts, steps: int, lr: float) -> None:
     import torch
 
-    from pddkit.backends.hf_loading import start_token_id
+    from pddkit.backends.hf_tokenizers import start_token_id
 
     s = start_token_id(tok)
     enc = [[s, *ids] for ids in tok(texts, add_special_tokens=False)["input_ids"]]

@@ -1,7 +1,7 @@
-"""Only cli/options.py and cli/study_options.py (the case studies' flags) spell
+"""Only cli/ (cli/options.py and the option modules beside it) spells
 command-line flags. Lower layers name parameters as Python spells them, in backticks
-(`batch_size`, `on_invalid='skip'`); the CLI shows those as flags (options.FLAGS,
-options.for_cli), the Python API as they are."""
+(`batch_size`, `on_invalid='skip'`); the CLI shows those as flags (flag_table.FLAGS,
+flag_table.for_cli), the Python API as they are."""
 
 import ast
 import json
@@ -14,7 +14,7 @@ import pytest
 from cli_helpers import run_cli, write_jsonl
 
 import pddkit
-from pddkit.cli import options
+from pddkit.cli import flag_table, options, run_options, sandbox_options
 from pddkit.cli.app import _FlagFormatter
 from pddkit.data import BENCHMARKS, load_jsonl
 from pddkit.engine.config import RunConfig
@@ -65,8 +65,8 @@ def test_every_parameter_named_in_a_message_is_known_and_mapped():
     for where, text in _messages():
         for m in PARAMETER.finditer(text):
             name = m.group(1)
-            if name in options.FLAGS:
-                if m.group(2) and "`" in options.for_cli(m.group(0)):
+            if name in flag_table.FLAGS:
+                if m.group(2) and "`" in flag_table.for_cli(m.group(0)):
                     unmapped.append(f"{where}: {m.group(0)}")
             elif name in PYTHON_ONLY:
                 continue
@@ -74,7 +74,7 @@ def test_every_parameter_named_in_a_message_is_known_and_mapped():
                 unmapped.append(f"{where}: {m.group(0)}")
             elif name not in NOT_PARAMETERS and name not in CODE_NAMES:
                 unknown.append(f"{where}: {m.group(0)}")
-    assert not unmapped, "options.FLAGS has no flag for:\n" + "\n".join(unmapped)
+    assert not unmapped, "flag_table.FLAGS has no flag for:\n" + "\n".join(unmapped)
     assert not unknown, "not a parameter of pddkit's Python API:\n" + "\n".join(unknown)
 
 
@@ -83,14 +83,14 @@ def test_the_table_covers_every_option_the_cli_sets():
     option whose name differs from the field, like --no-blind, needs an entry)."""
     for cls in (RunConfig, SandboxConfig):
         missing = [f.name for f in fields(cls)
-                   if f.name not in options.FLAGS and f.name not in PYTHON_ONLY
-                   and not any(k.startswith(f"{f.name}=") for k in options.FLAGS)]
-        assert not missing, f"{cls.__name__} fields without a flag in options.FLAGS: {missing}"
-    assert options.FLAGS["n_bootstrap"] == "--bootstrap"
-    assert options.FLAGS["neighbors_file"] == "--neighbors"
+                   if f.name not in flag_table.FLAGS and f.name not in PYTHON_ONLY
+                   and not any(k.startswith(f"{f.name}=") for k in flag_table.FLAGS)]
+        assert not missing, f"{cls.__name__} fields without a flag in flag_table.FLAGS: {missing}"
+    assert flag_table.FLAGS["n_bootstrap"] == "--bootstrap"
+    assert flag_table.FLAGS["neighbors_file"] == "--neighbors"
     # method and benchmark names in backticks are never taken for parameters
-    assert not set(options.FLAGS) & CODE_NAMES
-    assert all(flag.startswith("--") for flag in options.FLAGS.values())
+    assert not set(flag_table.FLAGS) & CODE_NAMES
+    assert all(flag.startswith("--") for flag in flag_table.FLAGS.values())
 
 
 @pytest.mark.parametrize("message, shown", [
@@ -105,7 +105,7 @@ def test_the_table_covers_every_option_the_cli_sets():
     ("`trust_remote_code=False`", "`trust_remote_code=False`"),
 ])
 def test_for_cli_turns_parameters_into_flags(message, shown):
-    assert options.for_cli(message) == shown
+    assert flag_table.for_cli(message) == shown
 
 
 def test_cli_shows_flags_and_the_python_api_parameter_names(tmp_path, capsys):
@@ -150,7 +150,7 @@ def test_output_folder_errors_name_the_parameter_in_python(tmp_path):
     with pytest.raises(pddkit.PddkitError, match=r"pass `overwrite=True` to replace them") as e:
         output_dir.prepare(tmp_path / "o")
     assert str(e.value).startswith("`output` ")
-    assert options.for_cli(str(e.value)).startswith("--output ")
+    assert flag_table.for_cli(str(e.value)).startswith("--output ")
 
 
 # -- --help: every option explained, every summary whole, run --help in sections ----------
@@ -209,9 +209,9 @@ def test_run_help_is_in_sections_and_places_every_option_once():
     from pddkit.cli import cli
     from pddkit.cli.sections import flag_of
 
-    for cmd_name, option_list, sections in (("run", options.RUN_OPTIONS, options.RUN_SECTIONS),
-                                            ("sandbox", options.SANDBOX_OPTIONS,
-                                             options.SANDBOX_SECTIONS)):
+    for cmd_name, option_list, sections in (("run", run_options.RUN_OPTIONS, run_options.RUN_SECTIONS),
+                                            ("sandbox", sandbox_options.SANDBOX_OPTIONS,
+                                             sandbox_options.SANDBOX_SECTIONS)):
         placed = [f for _, flags in sections for f in flags]
         assert len(placed) == len(set(placed)), f"{cmd_name}: a flag in two sections"
         holder = options.apply(option_list)(lambda: None)

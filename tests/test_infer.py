@@ -16,6 +16,7 @@ from scipy import stats
 
 from pddkit.errors import PddkitError
 from pddkit.methods.maxk import maxk_grid, mean_of_highest
+from pddkit.reporting.dataset_inference_text import verdict_sentence
 from pddkit.studies import STUDIES
 from pddkit.studies.dataset_inference import (
     FeatureMatrix,
@@ -28,7 +29,6 @@ from pddkit.studies.dataset_inference import (
     require_sizes,
     split_groups,
     split_reference,
-    verdict_sentence,
 )
 from pddkit.studies.dataset_inference_fit import fit_nonnegative, welch_greater
 from pddkit.studies.infer import feature_methods, infer_dataset

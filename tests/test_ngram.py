@@ -18,6 +18,7 @@ from tiny_models import save_tiny_gpt2
 
 from pddkit.data.sentences import prompt_and_reference, sentences
 from pddkit.errors import PddkitError
+from pddkit.reporting.run_files import write_run
 
 # --- sentences --------------------------------------------------------------------------
 
@@ -201,7 +202,7 @@ def run(tiny, texts=TEXTS, methods="ngram:samples=4,max_new_tokens=12", batch_si
                           dtype="float32", batch_size=batch_size, cache=cache, n_bootstrap=10,
                           blind=False, seed=0)
     if out is not None:
-        res.write(out)
+        write_run(res, out)
     return res
 
 

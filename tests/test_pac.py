@@ -17,6 +17,7 @@ from tiny_models import save_tiny_gpt2
 
 from pddkit.errors import PddkitError
 from pddkit.methods.pac import pac, polarized_distance
+from pddkit.reporting.run_files import write_run
 from pddkit.resources.augment import AugmentParams, augment, n_swaps
 from pddkit.stats import Observation, TokenStats
 
@@ -195,7 +196,7 @@ def run(tiny, texts, methods="pac", order=None, batch_size=8, cache=None, out=No
                           dtype="float32", batch_size=batch_size, cache=cache, n_bootstrap=10,
                           blind=False)
     if out is not None:
-        res.write(out)
+        write_run(res, out)
     return res
 
 

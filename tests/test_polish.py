@@ -10,6 +10,7 @@ import pytest
 from cli_helpers import run_cli, write_jsonl
 from tiny_models import save_tiny_gpt2
 
+from pddkit.reporting.run_files import write_run
 from pddkit.reporting.terminal import summary
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog"]
@@ -415,7 +416,7 @@ def test_a_method_significantly_below_chance_is_pointed_out(tmp_path):
     text = summary(r)
     notes = [line for line in text.splitlines() if "significantly below 0.5" in line]
     assert len(notes) == 1 and notes[0].startswith("zlib: AUC ")  # not mink (chance), not loss
-    r.write(tmp_path / "out")
+    write_run(r, tmp_path / "out")
     html, _ = write_report(tmp_path / "out")
     assert "zlib: AUC" in html.read_text() and "significantly below 0.5" in html.read_text()
 

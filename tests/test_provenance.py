@@ -22,6 +22,7 @@ from pddkit.provenance import (
     known_fingerprint,
 )
 from pddkit.reporting.page import Config, Page, to_page_html, to_page_markdown
+from pddkit.reporting.run_files import write_run
 
 SOURCE = Path(pddkit.__file__).resolve().parent
 KEYS = {"pddkit_version", "git", "python", "libraries", "devices", "cpu", "command",
@@ -186,5 +187,5 @@ def test_python_api_records_python_api(tiny_model, tmp_path):
     d = result.to_dict()["provenance"]
     assert set(d) == KEYS and d["models"]["target"]["fingerprint"] is None
     _times_ordered(d)
-    result.write(tmp_path / "out")
+    write_run(result, tmp_path / "out")
     assert json.loads((tmp_path / "out" / "results.json").read_text())["provenance"] == d

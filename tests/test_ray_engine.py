@@ -19,7 +19,7 @@ from pddkit.errors import PddkitError
 
 ray = pytest.importorskip("ray")  # installed by `make test` (the test extra); see pyproject
 
-from pddkit.engine.executors_ray import StatsWorker  # noqa: E402 (needs ray)
+from pddkit.engine.ray_actors import StatsWorker  # noqa: E402 (needs ray)
 
 POISON_TEXT = "Poison pill: this text kills the actor that scores it."
 POISON = [18833, 1653, 9582, 25]  # its first GPT-2 tokens

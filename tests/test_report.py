@@ -11,6 +11,7 @@ from pddkit.cli import main
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.results import MethodResult, RunResult
 from pddkit.reporting.report import write_report
+from pddkit.reporting.run_files import write_run
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def results_dir(tmp_path):
     r = RunResult(ids=tuple(str(i) for i in range(120)), labels=tuple(labels.tolist()),
                   methods=tuple(methods), config={"dataset": "toy", "model": "m"},
                   counts={"samples": 120}, timings={}, models={})
-    return r.write(tmp_path / "res")
+    return write_run(r, tmp_path / "res")
 
 
 def test_report_files_and_content(results_dir):
@@ -75,7 +76,7 @@ def _run(tmp_path, counts=None, models=None, n_methods=2, **config):
     r = RunResult(ids=tuple(f"t{i}" for i in range(40)), labels=tuple(labels.tolist()),
                   methods=tuple(methods), config={"dataset": "WikiMIA-32", **config},
                   counts=counts, timings={}, models=models)
-    return r.write(tmp_path / "res")
+    return write_run(r, tmp_path / "res")
 
 
 def _head(html: str) -> str:

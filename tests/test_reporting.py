@@ -23,6 +23,7 @@ from pddkit.reporting.page import (
     to_page_markdown,
     write_page,
 )
+from pddkit.reporting.run_files import write_run
 from pddkit.reporting.table import Num, Table, best_cells, fmt, to_html, to_markdown, to_text
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
@@ -133,7 +134,7 @@ def _window(path, shift, seed):
     r = RunResult(ids=tuple(map(str, range(40))), labels=tuple(labels.tolist()),
                   methods=methods, config={"dataset": "windows"},
                   counts={"samples": 40}, timings={}, models={})
-    r.write(path)
+    write_run(r, path)
     ms = r.metrics()
     return {"dir": None, "texts": 40, "auc": {k: m.auc for k, m in ms.items()},
             "auc_ci": {k: [m.auc_ci.low, m.auc_ci.high] for k, m in ms.items()},

@@ -16,6 +16,7 @@ from tiny_models import save_tiny_gpt2
 
 from pddkit.errors import PddkitError
 from pddkit.methods.samia import SampleParams, rouge1_recall, samia, split_words
+from pddkit.reporting.run_files import write_run
 from pddkit.stats import Observation, TokenStats
 
 EMPTY = TokenStats.from_lists([], [])
@@ -114,7 +115,7 @@ def run(tiny, texts, methods="samia:max_new_tokens=24", order=None, batch_size=8
                           dtype="float32", batch_size=batch_size, cache=cache, n_bootstrap=10,
                           blind=False, seed=seed)
     if out is not None:
-        res.write(out)
+        write_run(res, out)
     return res
 
 

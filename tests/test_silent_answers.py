@@ -37,12 +37,12 @@ def tiny_bert(vocab_size: int):
 # --- a model that is not a causal LM ---------------------------------------------------
 
 def test_the_causal_rule_decides_by_the_config():
-    """hf_loading.check_causal on configs alone (their attributes; no weights)."""
+    """model_config.check_causal on configs alone (their attributes; no weights)."""
     from types import SimpleNamespace as Config
 
     from transformers import CONFIG_MAPPING
 
-    from pddkit.backends.hf_loading import check_causal
+    from pddkit.backends.model_config import check_causal
 
     refused = {
         "BertForMaskedLM": Config(model_type="bert", architectures=["BertForMaskedLM"]),
@@ -138,7 +138,7 @@ def test_a_device_this_machine_lacks_is_one_sentence(tiny_dir, tmp_path, capsys,
 def test_a_device_is_checked_against_what_torch_has(monkeypatch):
     import torch
 
-    from pddkit.backends.hf_loading import pick_device
+    from pddkit.backends.devices import pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)

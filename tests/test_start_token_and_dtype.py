@@ -6,7 +6,8 @@ import pytest
 import torch
 from rounding import forward_bounds
 
-from pddkit.backends.hf_loading import load_model, start_token_id
+from pddkit.backends.hf_loading import load_model
+from pddkit.backends.hf_tokenizers import start_token_id
 from pddkit.backends.stats_pass import StatsRunner
 from pddkit.errors import PddkitError
 

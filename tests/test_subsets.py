@@ -21,6 +21,7 @@ from pddkit.engine.run import run_dataset
 from pddkit.errors import PddkitError
 from pddkit.evaluation.metrics import compute_metrics
 from pddkit.evaluation.subsets import breakdown, subset_indices
+from pddkit.reporting.run_files import write_run
 
 WORDS = ["river", "stone", "cloud", "winter", "lamp", "harbour", "orchard", "meadow", "lantern",
          "copper", "valley", "thunder", "garden", "candle", "forest", "silver", "window"]
@@ -158,7 +159,7 @@ def test_pddkit_blind_reports_each_subset_too(tmp_path):
     y = [s.label for s in rows]
     own = BlindBaseline(seed=0).cross_val_scores([s.text for s in rows], y)
     same(res.methods[0].subsets["b"], compute_metrics(own, y, n_bootstrap=30, seed=0))
-    saved = json.loads((res.write(tmp_path) / "results.json").read_text())
+    saved = json.loads((write_run(res, tmp_path) / "results.json").read_text())
     assert set(saved["blind_baseline"]["subsets"]) == {"a", "b"}
     assert saved["methods"]["blind"]["subsets"]["a"]["auc"] == res.methods[0].subsets["a"].auc
 
@@ -172,7 +173,7 @@ def test_results_json_terminal_and_report_show_one_column_per_subset(tmp_path):
 
     ds = labelled(subsets=("head", "middle", "tail"), n=20, one_class="tail")
     res = run(ds, blind=True)
-    out = res.write(tmp_path)
+    out = write_run(res, tmp_path)
     saved = json.loads((out / "results.json").read_text())
     assert list(saved["subsets"]) == ["head", "middle", "tail"]
     head = saved["methods"]["loss"]["subsets"]["head"]

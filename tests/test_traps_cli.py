@@ -11,7 +11,7 @@ import pytest
 from cli_helpers import run_cli
 from test_traps_detect import build_folder, hand_auc, save_tiny_pair
 
-from pddkit.cli.options import whole_numbers
+from pddkit.cli.flag_values import whole_numbers
 from pddkit.cli.traps import number_range
 from pddkit.errors import PddkitError
 

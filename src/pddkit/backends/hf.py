@@ -3,38 +3,22 @@ backends/stats_pass.py is its one batched statistics pass).
 
 Loaded by name (`HFBackend.load`), the model is read from disk only when it is first
 needed: a rerun whose statistics are all in the cache never loads it. `load_key()` names
-what loading would give without loading anything (the model directory's files by size and
-mtime, the options, the library versions), so the cache can remember the fingerprint, the
-facts results.json reports and the texts' token ids under it (cache/memo.py).
+what loading would give without loading anything (backends/hf_load_key.py: the model
+directory's files by size and mtime, the options, the library versions), so the cache can
+remember the fingerprint, the facts results.json reports and the texts' token ids under it
+(cache/memo.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Sequence, Set
 from pathlib import Path
 
 from pddkit.backends.base import STATS_FORMAT, BackendSpec, Capabilities, Encoded
+from pddkit.backends.hf_load_key import load_key, local_folder
 from pddkit.backends.registry import register_backend
 from pddkit.errors import PddkitError
 from pddkit.stats import TokenStats
-
-_LIBRARIES = ("torch", "transformers", "tokenizers")
-
-
-def _files(d: Path) -> list[tuple[str, int, int]]:
-    """(name, size, mtime_ns) of each file of the folder `d`, sorted."""
-    files = []
-    for p in sorted(d.iterdir()):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        if p.is_file():
-            files.append((p.name, st.st_size, st.st_mtime_ns))
-    return files
 
 
 @register_backend("hf")
@@ -57,7 +41,7 @@ class HFBackend:
         if lm is None and spec is None:
             raise ValueError("HFBackend needs a loaded model or a spec to load one from")
         if lm is not None and getattr(lm.model, "config", None) is not None:
-            from pddkit.backends.hf_loading import check_causal
+            from pddkit.backends.model_config import check_causal
 
             model = getattr(lm.model, "_orig_mod", lm.model)  # torch.compile's wrapper
             check_causal(model.config, lm.name, architectures=[type(model).__name__])
@@ -72,7 +56,7 @@ class HFBackend:
         self._load_key: str | None = None
         self._identity = None  # run_elsewhere: () -> (fingerprint, facts) from where it runs
         self._where: str | None = None
-        self._tokens = None  # run_elsewhere: the tokenizer alone (hf_loading.TokenizerView)
+        self._tokens = None  # run_elsewhere: the tokenizer alone (hf_tokenizers.TokenizerView)
         self._shared_cache: bool | None = None  # infill_stats: whether the KV cache can be shared
         self._shared_prefix: bool | None = None  # stats_given_prefix: the same, for the shots
         self._parts: tuple[str, str | None] | None = None  # load: (base model, adapter or None)
@@ -89,14 +73,10 @@ class HFBackend:
         a `device` this machine does not have is refused now. `engine="ray"`: never loaded
         here unless a pass needs the model itself (the actors run it: run_elsewhere).
         `adapter`: a PEFT adapter (folder or hub id) on the model; a local folder `name`
-        holding an adapter alone loads its base with it (hf_loading.resolve_adapter).
+        holding an adapter alone loads its base with it (adapters.resolve_adapter).
         `quantize`: "8bit" or "4bit" (bitsandbytes on a CUDA GPU; refused now without one)."""
-        from pddkit.backends.hf_loading import (
-            DTYPES,
-            check_device,
-            check_quantize,
-            checked_source,
-        )
+        from pddkit.backends.adapters import checked_source
+        from pddkit.backends.devices import DTYPES, check_device, check_quantize
 
         if dtype not in DTYPES:
             raise PddkitError(f"`dtype` must be one of {', '.join(DTYPES)}, not {dtype!r}")
@@ -168,14 +148,16 @@ class HFBackend:
         if self._spec is None:
             return None
         name = self._parts[0] if self._parts else self._spec.model
-        return self._folder(name, "config.json", dict(self._spec.options).get("revision"))
+        o = dict(self._spec.options)
+        return local_folder(name, "config.json", o.get("revision"), o.get("local_files_only"))
 
     def adapter_directory(self) -> Path | None:
         """The local folder of the PEFT adapter on the model (as model_directory finds the
         model's), None without one or when it is not known without loading."""
         if self._spec is None or not self._parts or self._parts[1] is None:
             return None
-        return self._folder(self._parts[1], "adapter_config.json", None)
+        return local_folder(self._parts[1], "adapter_config.json", None,
+                            dict(self._spec.options).get("local_files_only"))
 
     def _folders(self) -> list[Path] | None:
         """The folders loading reads (the model's, then its adapter's), or None when one of
@@ -188,57 +170,16 @@ class HFBackend:
             return None if a is None else [d, a]
         return [d]
 
-    def _folder(self, name: str, marker: str, revision: str | None) -> Path | None:
-        from pddkit.backends.hf_loading import looks_local
-
-        if looks_local(name):
-            d = Path(name).expanduser()
-            return d.resolve() if d.is_dir() else None
-        o = dict(self._spec.options)
-        offline = o.get("local_files_only") or os.environ.get("HF_HUB_OFFLINE", "").lower() in (
-            "1", "true", "yes", "on")
-        if not offline:
-            return None  # online, the hub may hold a newer revision: ask it by loading
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            found = try_to_load_from_cache(name, marker, revision=revision)
-        except Exception:  # any failure only means "load it"
-            return None
-        return Path(found).parent if isinstance(found, str) else None
-
     def load_key(self) -> str | None:
-        """What loading would give, named without loading: the model directory's files (name,
-        size, mtime), the load options with device and dtype resolved, the library versions
-        and the statistics format. None when it cannot be named (a model in memory, a hub id
-        online)."""
+        """What loading would give, named without loading (backends/hf_load_key.py): the
+        model directory's files (name, size, mtime), the load options with device and dtype
+        resolved, the library versions and the statistics format. None when it cannot be
+        named (a model in memory, a hub id online)."""
         if self._load_key is None:
             folders = self._folders()
             if folders is None:
                 return None
-            from importlib.metadata import PackageNotFoundError, version
-
-            from pddkit.backends.hf_loading import resolve_device_dtype
-
-            d, listed = folders[0], [_files(f) for f in folders]
-            files = listed[0]
-            o = dict(self._spec.options)
-            versions = {}
-            for lib in _LIBRARIES:
-                try:
-                    versions[lib] = version(lib)
-                except PackageNotFoundError:
-                    versions[lib] = None
-            parts = {"backend": "hf", "stats_format": STATS_FORMAT, "dir": str(d), "files": files,
-                     "device_dtype": resolve_device_dtype(o["device"], o["dtype"]),
-                     "trust_remote_code": o["trust_remote_code"], "revision": o["revision"],
-                     "versions": versions, **({"where": self._where} if self._where else {})}
-            if len(folders) > 1:  # only with one: a key without an adapter stays as it was
-                parts["adapter"] = {"dir": str(folders[1]), "files": listed[1]}
-            if o.get("quantize"):
-                parts["quantize"] = o["quantize"]
-            text = json.dumps(parts, sort_keys=True, default=str)
-            self._load_key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            self._load_key = load_key(folders, dict(self._spec.options), self._where)
         return self._load_key
 
     def run_elsewhere(self, identity, where: str) -> None:
@@ -254,7 +195,7 @@ class HFBackend:
         if self._lm is not None or self._identity is None:
             return self.lm
         if self._tokens is None:
-            from pddkit.backends.hf_loading import load_tokenizer_view
+            from pddkit.backends.hf_tokenizers import load_tokenizer_view
 
             o = dict(self._spec.options)
             self._tokens = load_tokenizer_view(self._spec.model, role=o["role"],

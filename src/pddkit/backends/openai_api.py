@@ -77,7 +77,7 @@ class OpenAIBackend:
                  timeout: float = 60.0, max_retries: int = 5, max_length: int | None = None,
                  backoff: float = 0.5, seed: int = 0, spec: BackendSpec | None = None,
                  prompt_form: str = "auto") -> None:
-        from pddkit.backends.hf_loading import start_token_id
+        from pddkit.backends.hf_tokenizers import start_token_id
         from pddkit.backends.openai_probe import PROMPT_FORMS
 
         api_base = check_url(api_base)
@@ -125,7 +125,7 @@ class OpenAIBackend:
              trust_remote_code: bool = False, role: str = "model") -> OpenAIBackend:
         """`model` is the served model's name; its tokenizer is loaded from `tokenizer`
         (a directory or hub id, default: the model name)."""
-        from pddkit.backends.hf_loading import load_tokenizer
+        from pddkit.backends.hf_tokenizers import load_tokenizer
 
         if not api_base:
             raise PddkitError(f"the openai backend of {role} {model} needs `api_base`, the "

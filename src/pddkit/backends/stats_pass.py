@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit import progress
-from pddkit.backends.hf_loading import LoadedModel, start_token_id
+from pddkit.backends.hf_loading import LoadedModel
+from pddkit.backends.hf_tokenizers import start_token_id
 from pddkit.backends.tempered_stats import TEMPERED_BYTES, first_occurrences, tempered_chunk
 from pddkit.errors import PddkitError
 from pddkit.stats import ACMIA_BETAS, TokenStats

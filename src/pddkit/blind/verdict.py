@@ -1,5 +1,8 @@
 """The blind baseline's verdict: does its out-of-fold AUC show a shift between members and
-non-members, given how many texts (or documents) it had?
+non-members, given how many texts (or documents) it had? The verdict is data (BlindVerdict:
+the AUC, its interval, the p-value, the counts and the outcome); reporting/
+blind_verdict_text.py writes it as the sentence results.json, the terminal and the report
+show.
 
 Under random labels the out-of-fold AUC of a cross-validated classifier spreads more than
 a plain AUC on the same counts (the classifier is refitted on every fold, and it is refitted
@@ -21,7 +24,7 @@ holds (same page, Checked at 1,000 and 5,000 texts).
   0.5 exactly when p < 0.025. It is wider than the metrics table's bootstrap CI of the same
   AUC, which resamples the texts with their out-of-fold scores held fixed: this one also
   counts the spread from refitting the classifier on every fold (NULL_INFLATION). Both
-  are printed, each labelled (INTERVAL_LABEL here, the table's note there).
+  are printed, each labelled (reporting/blind_verdict_text.py's INTERVAL_LABEL, the table's note there).
 - warning: p < ALPHA (0.025: the interval's lower end above 0.5) and AUC >= MIN_AUC (0.55;
   a shift this small leaves detection AUCs well above it meaningful). A significant AUC
   below MIN_AUC is reported as a small shift without the warning.
@@ -46,10 +49,8 @@ NULL_INFLATION = 1.55  # out-of-fold null spread / Mann-Whitney null spread (see
 ALPHA = 0.025         # one-sided; the 95% interval's lower end above 0.5
 MIN_AUC = 0.55        # smallest AUC that warns
 Z95 = 1.959963984540054
-RULE = (f"a warning is raised when its AUC is above chance for the number of texts "
-        f"(p < {ALPHA}) and at least {MIN_AUC:.2f}")
-# the verdict's interval, named wherever it is printed beside the metrics table's bootstrap CI
-INTERVAL_LABEL = "95% interval allowing for the classifier's refitting on every fold"
+# BlindVerdict.outcome: a shift that warns, a shift below MIN_AUC, or none found
+WARN, SMALL_SHIFT, NO_SHIFT = "warn", "small shift", "no shift"
 
 
 def null_sd(n1: int, n0: int, inflation: float = NULL_INFLATION) -> float:
@@ -98,35 +99,17 @@ class BlindVerdict:
     shift: bool  # above chance (p < ALPHA), whatever the size
     sample: dict | None = None  # {"texts": N, "of": n}: fitted on a stratified sample
 
-    def sentence(self) -> str:
-        head = (f"The blind baseline (no model, text features only) reaches AUC {self.auc:.3f} "
-                f"on {self.n_members} member and {self.n_nonmembers} non-member {self.unit} "
-                f"({INTERVAL_LABEL} [{self.low:.3f}, {self.high:.3f}])")
-        if self.sample:
-            head += (f" (fitted on a stratified sample of {self.sample['texts']:,} of the "
-                     f"{self.sample['of']:,} texts: out-of-fold there, the "
-                     "others scored by a model fitted on the whole sample)")
-        if self.warn:
-            return (f"Warning: {head[0].lower()}{head[1:]}: above chance (p = {_p(self.p)}): "
-                    "members and non-members differ without the model (a distribution "
-                    "shift in what the texts say or how they are written), so the other AUCs "
-                    "here prove little.")
-        if self.shift:
-            return (f"{head}: above chance (p = {_p(self.p)}) but below {MIN_AUC:.2f}: a small "
-                    "shift between members and non-members; detection AUCs well above it "
-                    "still mean something.")
-        return (f"{head}: not above chance (p = {_p(self.p)}): this baseline found no shift "
-                "between members and non-members; a stronger classifier might.")
+    @property
+    def outcome(self) -> str:
+        """WARN (above chance and at least MIN_AUC), SMALL_SHIFT (above chance, below
+        MIN_AUC) or NO_SHIFT (not above chance)."""
+        return WARN if self.warn else SMALL_SHIFT if self.shift else NO_SHIFT
 
     def to_dict(self) -> dict:
         return {"auc": self.auc, "interval": [self.low, self.high], "p": self.p,
                 "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
                 "unit": self.unit, "shift": self.shift, "warn": self.warn,
                 **({"sample": self.sample} if self.sample else {})}
-
-
-def _p(p: float) -> str:
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def verdict_for(auc: float, n1: int, n0: int, unit: str = "texts",

@@ -42,18 +42,6 @@ class CacheInfo:
     memo_files: int = 0  # memo/: fingerprints, encodings and spans, blind scores, figures
     memo_bytes: int = 0
 
-    def lines(self) -> list[str]:
-        """Human-readable lines for `pddkit cache info`."""
-        out = [f"cache {self.path} (format version {self.version})",
-               f"{self.shards} shards, {self.entries:,} texts, {self.bytes / 2**20:,.1f} MiB",
-               f"memo: {self.memo_files:,} files, {self.memo_bytes / 2**20:,.1f} MiB"]
-        out += [f"  {m.model or '?'} [{m.fingerprint[:12]}]: {m.entries:,} texts" for m in self.models]
-        if self.unreadable:
-            out.append(f"{self.unreadable} unreadable shards (skipped; `clear` removes them)")
-        if self.unfinished:
-            out.append(f"{self.unfinished} unfinished temporary files (ignored; `clear` removes them)")
-        return out
-
 
 def directory_info(path: Path) -> CacheInfo:
     """Shards, distinct entries, bytes and entries per model of a cache directory, and the

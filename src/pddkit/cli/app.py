@@ -2,7 +2,7 @@
 own usage errors (a missing or unknown option, a bad value or choice) included, becomes
 one line on stderr, `pddkit: error: <sentence>`, and exit code 1. Errors and log lines of
 lower layers name parameters as Python spells them (`batch_size`); here they are shown
-with the flags (options.for_cli)."""
+with the flags (flag_table.for_cli)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sys
 import click
 
 from pddkit import progress
-from pddkit.cli import options
+from pddkit.cli import flag_table
 from pddkit.cli.config_file import ConfigGroup
 from pddkit.errors import PddkitError
 from pddkit.version import __version__
@@ -26,7 +26,7 @@ class _FlagFormatter(logging.Formatter):
     """Log lines as the command line's user reads them: parameters named as flags."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return options.for_cli(super().format(record))
+        return flag_table.for_cli(super().format(record))
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         with command_line(argv):  # what results.json's provenance records as the command
             cli.main(args=argv, prog_name="pddkit", standalone_mode=False)
     except PddkitError as e:
-        click.echo(f"pddkit: error: {options.for_cli(str(e))}", err=True)
+        click.echo(f"pddkit: error: {flag_table.for_cli(str(e))}", err=True)
         return 1
     except click.exceptions.Abort:
         click.echo("pddkit: aborted", err=True)

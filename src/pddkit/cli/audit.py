@@ -7,7 +7,7 @@ import dataclasses
 
 import click
 
-from pddkit.cli import options, study_options
+from pddkit.cli import flag_table, options, study_options
 from pddkit.cli.app import cli
 
 
@@ -37,8 +37,8 @@ def audit(model, method, books, val_data, val_benchmark, data_dir, snippets, wor
                          local_files_only=local_files_only, on_invalid=on_invalid)
     # notices and verdict as a command-line user reads them (flags, not parameter names),
     # saved so too
-    result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)),
-                                 verdict=options.for_cli(result.verdict))
+    result = dataclasses.replace(result, notices=tuple(map(flag_table.for_cli, result.notices)),
+                                 verdict=flag_table.for_cli(result.verdict))
     result.write(out)
     saved = result.to_dict()
     th, ref = result.threshold, result.reference

@@ -28,8 +28,12 @@ def blind(data, benchmark, data_dir, text_field, label_field, id_field, group_fi
 
     source = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
                                  group_field, subset_field, data_split, None, on_invalid)
-    result = run_blind(source, seed, n_bootstrap, output, max_texts=blind_max_texts)
+    result = run_blind(source, seed, n_bootstrap, max_texts=blind_max_texts)
+    from pddkit.reporting.run_files import write_run
     from pddkit.reporting.terminal import blind_summary
+
+    if output is not None:
+        write_run(result, output)
 
     click.echo(blind_summary(result, result.config["data"]))
     if output is not None:

@@ -18,8 +18,9 @@ def cache() -> None:
 def cache_info_cmd(directory) -> None:
     """What a cache folder holds: shards, entries, size, per model."""
     from pddkit.cache import cache_info
+    from pddkit.reporting.cache_info_text import cache_info_lines
 
-    for line in cache_info(directory).lines():
+    for line in cache_info_lines(cache_info(directory)):
         click.echo(line)
 
 

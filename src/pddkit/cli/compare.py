@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pddkit.cli import options, study_options
+from pddkit.cli import flag_table, options, study_options
 from pddkit.cli.app import cli
 
 
@@ -27,6 +27,6 @@ def compare(model, model_b, chunks, books, words, method, band, continuations, p
                             trust_remote_code=trust_remote_code,
                             local_files_only=local_files_only, cache=cache)
     path = write_outputs(result, output)
-    click.echo(options.for_cli(terminal_text(result)))
+    click.echo(flag_table.for_cli(terminal_text(result)))
     click.echo(f"results: {path}, flagged chunks: {path.parent / 'flagged.csv'}, "
                f"report: {path.parent / 'report.html'}")

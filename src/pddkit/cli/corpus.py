@@ -22,7 +22,7 @@ def corpus_index(corpus, tokenizer_name, output, text_field, normalize, shards, 
     """Tokenize the corpus with the model's tokenizer and build an infini-gram index
     (suffix arrays by the infini-gram package's own binary). Rerun the same command after a
     kill: it resumes. Several workers (--workers, --worker-id) each build their shards."""
-    from pddkit.backends.hf_loading import load_tokenizer
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.corpus.build import IndexSettings, build_index
 
     settings = IndexSettings(text_field=text_field, normalize=normalize, shards=shards,

@@ -1,11 +1,12 @@
-"""The flags of `pddkit corpus index|check`, beside cli/options.py (which keeps the
-parameter -> flag table, FLAGS, that these lists join)."""
+"""The flags of `pddkit corpus index|check`, beside cli/options.py; these lists
+join the parameter -> flag table (FLAGS, cli/flag_table.py)."""
 
 from __future__ import annotations
 
 import click
 
-from pddkit.cli.options import FLAGS, _flag_table, data_options
+from pddkit.cli.flag_table import FLAGS, flags_of
+from pddkit.cli.options import data_options
 
 CORPUS_INDEX_OPTIONS = [
     click.option("--corpus", "corpus", multiple=True, required=True, type=click.Path(),
@@ -61,4 +62,4 @@ CORPUS_CHECK_OPTIONS = [
         help="Never contact the hub; use a local directory or the cache."),
 ]
 
-FLAGS.update(_flag_table(CORPUS_INDEX_OPTIONS, CORPUS_CHECK_OPTIONS))
+FLAGS.update(flags_of(CORPUS_INDEX_OPTIONS, CORPUS_CHECK_OPTIONS))

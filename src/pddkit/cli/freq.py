@@ -19,7 +19,7 @@ def freq_build(tokenizer_name, output, batch_docs, trust_remote_code, local_file
                corpus) -> None:
     """Count token ids over CORPUS (.txt / .jsonl files or folders of them): the frequency
     table DC-PDD (`dcpdd`, --freq) reads."""
-    from pddkit.backends.hf_loading import load_tokenizer
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.resources.frequency import build_frequency_table
 
     tok = load_tokenizer(tokenizer_name, trust_remote_code=trust_remote_code,

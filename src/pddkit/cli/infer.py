@@ -7,7 +7,7 @@ import dataclasses
 
 import click
 
-from pddkit.cli import options, study_options
+from pddkit.cli import flag_table, options, study_options
 from pddkit.cli.app import cli
 
 
@@ -34,7 +34,7 @@ def infer(model, suspect, reference, text_field, ref_model, freq, mask_model, ne
                            adapter=adapter, trust_remote_code=trust_remote_code,
                            local_files_only=local_files_only)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
-    result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
+    result = dataclasses.replace(result, notices=tuple(map(flag_table.for_cli, result.notices)))
     result.write(out)
     click.echo("\n".join(terminal_lines(result.to_dict())))
     click.echo(f"results: {out / 'results.json'}, report: {out / 'report.html'}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pddkit.cli import options
+from pddkit.cli import flag_table
 from pddkit.cli.app import cli
 from pddkit.errors import PddkitError
 
@@ -97,8 +97,8 @@ def _studies() -> list:
 
 
 def _builder_flags(spec) -> str:
-    needs = [options.FLAGS[k] for k, v in spec.defaults.items() if v in (None, ())]
-    given = [f"{options.FLAGS[k]}={_value(v)}" for k, v in spec.defaults.items()
+    needs = [flag_table.FLAGS[k] for k, v in spec.defaults.items() if v in (None, ())]
+    given = [f"{flag_table.FLAGS[k]}={_value(v)}" for k, v in spec.defaults.items()
              if v not in (None, ())]
     return f"needs {', '.join(needs) or 'nothing'}; defaults {' '.join(given) or 'none'}"
 

@@ -7,7 +7,7 @@ import logging
 
 import click
 
-from pddkit.cli import options
+from pddkit.cli import flag_table, flag_values, options, run_options
 from pddkit.cli.app import cli
 from pddkit.cli.sections import SectionedCommand
 
@@ -15,8 +15,8 @@ logger = logging.getLogger("pddkit")
 
 
 @cli.command(short_help="Score texts; metrics when they are labelled.", cls=SectionedCommand,
-             sections=options.RUN_SECTIONS)
-@options.apply(options.RUN_OPTIONS)
+             sections=run_options.RUN_SECTIONS)
+@options.apply(run_options.RUN_OPTIONS)
 def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api_retries,
         api_prompt,
         tokenizer, revision, adapter, quantize, cache, engine, ray_address, actors, gpus_per_actor,
@@ -36,13 +36,14 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
     from pddkit.data import load_table
     from pddkit.engine.config import RunConfig
     from pddkit.engine.run import run_dataset
+    from pddkit.reporting.run_files import write_results, write_run
     from pddkit.reporting.terminal import summary
 
-    options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
+    run_options.check_run(data, benchmark, backend, api_base, val_fraction, val_data)
     options.check_index_flags(index)
     output_dir.prepare(output, overwrite)  # before any model loads: fail early, lose nothing
     if quantize is not None and engine == "local":  # no GPU: one sentence before data loads
-        from pddkit.backends.hf_loading import check_quantize
+        from pddkit.backends.devices import check_quantize
 
         check_quantize(quantize, device)
     dataset = options.data_source(data, benchmark, data_dir, text_field, label_field, id_field,
@@ -71,21 +72,21 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
                        paraphraser_api_base=paraphraser_api_base,
                        paraphraser_tokenizer=paraphraser_tokenizer, probe_data=probe_data,
                        probe_load=probe_load,
-                       probe_lrs=options.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
+                       probe_lrs=flag_values.floats(probe_lrs, "--probe-lrs"), probe_lora=probe_lora,
                        probe_standardize=probe_standardize.replace("-", "_"), on_invalid=on_invalid,
-                       documents=options.names(documents, "--documents"), doc_features=doc_features,
+                       documents=flag_values.names(documents, "--documents"), doc_features=doc_features,
                        split_words=split_words, max_texts=max_texts, index=tuple(index),
                        index_tokenizer=index_tokenizer, index_n=index_n, max_overlap=max_overlap,
                        whole_training_set=whole_training_set)
     val_dataset = load_table(val_data, on_invalid=on_invalid) if val_data else None
 
     def for_cli(r):  # notices as a command-line user reads them (flags, not parameter names)
-        return dataclasses.replace(r, notices=tuple(map(options.for_cli, r.notices)))
+        return dataclasses.replace(r, notices=tuple(map(flag_table.for_cli, r.notices)))
 
     # the scores are written before the optional stages (blind baseline, document level, ...)
     result = for_cli(run_dataset(dataset, config, val_dataset=val_dataset,
-                                 on_scored=lambda r: for_cli(r).write(output)))
-    out = result.write(output)
+                                 on_scored=lambda r: write_run(for_cli(r), output)))
+    out = write_run(result, output)
     preview = None
     if not result.labelled:  # the likeliest members are shown with their texts
         # by id: the run may have cut the rows into texts (split_words) or left some out
@@ -103,6 +104,6 @@ def run(model, backend, api_base, api_key_env, api_concurrency, api_timeout, api
         from pddkit.reporting.report import report_stage
 
         result = run_stages(result, [Stage(REPORT, report_stage(out))])
-        result.write_results(out)  # the report's time, or why there is no report
+        write_results(result, out)  # the report's time, or why there is no report
         if result.stages[REPORT]["status"] == "done":
             click.echo(f"report: {out / 'report.html'}")

@@ -1,7 +1,7 @@
 """`--help` in sections: a command with many options (`pddkit run`) lists them under
 headings (Model, Data, Methods, ...) instead of one flat list, with click's own
 formatting hooks (Command.format_options), no other dependency. The sections are named by
-flag in cli/options.py (RUN_SECTIONS); an option no section names is listed under "Other
+flag in cli/run_options.py (RUN_SECTIONS); an option no section names is listed under "Other
 options", so a new option is never hidden (tests/test_flags.py asks each to be placed).
 A group of steps (`pddkit traps`) lists them in the order they are used."""
 

@@ -1,12 +1,14 @@
 """The case studies' command-line flags (`pddkit infer`, `audit`, `compare`, `traps`), beside
-cli/options.py, which spells all the others and keeps the parameter -> flag table (FLAGS)
-that these lists join."""
+cli/options.py and the modules it names, which spell all the others; these lists join the
+parameter -> flag table (FLAGS, cli/flag_table.py)."""
 
 from __future__ import annotations
 
 import click
 
-from pddkit.cli.options import FLAGS, MODEL_OPTIONS, _flag_table, batch_size
+from pddkit.cli.flag_table import FLAGS, flags_of
+from pddkit.cli.flag_values import batch_size
+from pddkit.cli.options import MODEL_OPTIONS
 
 # the case studies' shared options: where results go, and how the engine scores
 STUDY_OUTPUT_OPTIONS = [
@@ -67,7 +69,7 @@ INFER_OPTIONS = [
         help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
              "(needs peft: the extra adapters)."),
 ]
-FLAGS.update(_flag_table(INFER_OPTIONS), **{"false_positive_check=False": "--no-false-positive-check"})
+FLAGS.update(flags_of(INFER_OPTIONS), **{"false_positive_check=False": "--no-false-positive-check"})
 
 
 AUDIT_OPTIONS = [
@@ -114,7 +116,7 @@ AUDIT_OPTIONS = [
         help="A bad validation line (or one that is also a book snippet) stops the audit, or "
         "is left out and counted."),
 ]
-FLAGS.update(_flag_table(AUDIT_OPTIONS))  # AUDIT_OPTIONS' parameters too (checked against the rest)
+FLAGS.update(flags_of(AUDIT_OPTIONS))  # AUDIT_OPTIONS' parameters too (checked against the rest)
 
 
 COMPARE_OPTIONS = [
@@ -141,7 +143,7 @@ COMPARE_OPTIONS = [
     *STUDY_ENGINE_OPTIONS,
     *MODEL_OPTIONS,
 ]
-FLAGS.update(_flag_table(COMPARE_OPTIONS))  # COMPARE_OPTIONS' parameters too (checked against the rest)
+FLAGS.update(flags_of(COMPARE_OPTIONS))  # COMPARE_OPTIONS' parameters too (checked against the rest)
 
 
 # `pddkit traps generate | inject | detect` (Meeus et al. 2024, copyright traps)
@@ -169,7 +171,7 @@ TRAPS_DETECT_OPTIONS = [
         help="PEFT adapter (folder or hub id) loaded onto --model, unmerged "
              "(needs peft: the extra adapters)."),
 ]
-FLAGS.update(_flag_table(TRAPS_DETECT_OPTIONS))
+FLAGS.update(flags_of(TRAPS_DETECT_OPTIONS))
 
 
 TRAPS_GENERATE_OPTIONS = [
@@ -198,7 +200,7 @@ TRAPS_GENERATE_OPTIONS = [
     *MODEL_OPTIONS,
     click.option("--revision", default=None, help="Hub revision (branch, tag or commit) of --model."),
 ]
-FLAGS.update(_flag_table(TRAPS_GENERATE_OPTIONS), **{"retokenize=False": "--no-retokenize"})
+FLAGS.update(flags_of(TRAPS_GENERATE_OPTIONS), **{"retokenize=False": "--no-retokenize"})
 
 
 TRAPS_INJECT_OPTIONS = [
@@ -223,4 +225,4 @@ TRAPS_INJECT_OPTIONS = [
     click.option("--local-files-only", is_flag=True,
         help="Never contact the hub; use local directories and the cache."),
 ]
-FLAGS.update(_flag_table(TRAPS_INJECT_OPTIONS))
+FLAGS.update(flags_of(TRAPS_INJECT_OPTIONS))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from pddkit.cli import options, study_options
+from pddkit.cli import flag_table, flag_values, options, study_options
 from pddkit.cli.app import cli
 from pddkit.cli.sections import StepsGroup
 from pddkit.errors import PddkitError
@@ -28,7 +28,7 @@ def number_range(text: str, option: str) -> tuple[float, ...]:
     """'0.5:4:0.25' -> 0.5, 0.75, ..., 4.0 (the stop included when a step lands on it), or
     a comma list '0.7,1,1.5'; `option` names the flag in errors."""
     if ":" not in text:
-        return options.floats(text, option)
+        return flag_values.floats(text, option)
     try:
         start, stop, step = (float(v) for v in text.split(":"))
     except ValueError:
@@ -67,8 +67,8 @@ def generate(model, lengths, count, ppl_range, buckets, temperatures, jaccard, r
     from pddkit.backends.hf_loading import load_model
     from pddkit.studies.traps.generate import check_generate_options, generate_traps
 
-    lengths = options.whole_numbers(lengths, "--lengths")
-    rng = options.floats(ppl_range, "--ppl-range")
+    lengths = flag_values.whole_numbers(lengths, "--lengths")
+    rng = flag_values.floats(ppl_range, "--ppl-range")
     if len(rng) != 2:
         raise PddkitError(f"--ppl-range {ppl_range!r} must be two numbers, low,high")
     temps = number_range(temperatures, "--temperatures")
@@ -98,12 +98,12 @@ def inject(traps, documents, repeats, min_tokens, text_field, id_field, tokenize
     --documents at seeded random sentence boundaries (Meeus et al. 2024, section 4.2).
     Writes the documents (same format and name), and the trap folder with trap-info.jsonl
     (trap, document, repeats, positions), to --output."""
-    from pddkit.backends.hf_loading import load_tokenizer
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.studies.traps.documents import read_documents, write_documents
     from pddkit.studies.traps.folder import read_folder
     from pddkit.studies.traps.inject import check_repeats, inject_traps
 
-    counts = check_repeats(options.whole_numbers(repeats, "--repeats"))
+    counts = check_repeats(flag_values.whole_numbers(repeats, "--repeats"))
     if Path(output).expanduser().resolve() == Path(traps).expanduser().resolve():
         raise PddkitError(f"--output {output} is the --traps folder: inject into another folder "
                           "(the generated traps stay as they are)")
@@ -162,7 +162,7 @@ def detect(model, ref_model, traps, methods, freq, epochs, n_bootstrap, seed, ou
                           dtype=dtype, revision=revision, adapter=adapter,
                           trust_remote_code=trust_remote_code, local_files_only=local_files_only)
     # notices as a command-line user reads them (flags, not parameter names), saved so too
-    result = dataclasses.replace(result, notices=tuple(map(options.for_cli, result.notices)))
+    result = dataclasses.replace(result, notices=tuple(map(flag_table.for_cli, result.notices)))
     result.write(out)
     click.echo("\n".join(terminal_lines(result.to_dict())))
     click.echo(f"results: {out / 'results.json'}, scores: {out / 'scores.jsonl'}, "

@@ -74,7 +74,7 @@ def open_index(folders: list[str | Path], tokenizer=None, tokenizer_name: str | 
                               "the tokenizer it was built with (`index_tokenizer`)")
         tokenizer_name = info.tokenizer_name
     if tokenizer is None:
-        from pddkit.backends.hf_loading import load_tokenizer
+        from pddkit.backends.hf_tokenizers import load_tokenizer
 
         try:
             tokenizer = load_tokenizer(tokenizer_name, local_files_only=local_files_only)

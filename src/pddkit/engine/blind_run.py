@@ -83,16 +83,13 @@ def blind_result(dataset, seed: int = 0, n_bootstrap: int = 1000,
                      provenance=Provenance.collect(started, devices=["cpu"]))
 
 
-def run_blind(source: DataSource, seed: int, n_bootstrap: int, output,
+def run_blind(source: DataSource, seed: int, n_bootstrap: int,
               max_texts: int | None = None) -> RunResult:
-    """`pddkit blind`'s work: load `source`, fit the blind baseline alone, write the result
-    to `output` (a folder, or None); reporting/terminal.py's `blind_summary` says it."""
+    """`pddkit blind`'s work: load `source`, fit the blind baseline alone (the command writes
+    the result with reporting/run_files.py; reporting/terminal.py's `blind_summary` says it)."""
     check_max_texts(max_texts)  # before the data loads
     dataset = source.load()
     if dataset.skipped:
         logger.warning("left out %d invalid lines, e.g. %s: %s", len(dataset.skipped),
                        dataset.skipped[0].source, dataset.skipped[0].reason)
-    result = blind_result(dataset, seed=seed, n_bootstrap=n_bootstrap, max_texts=max_texts)
-    if output is not None:
-        result.write(output)
-    return result
+    return blind_result(dataset, seed=seed, n_bootstrap=n_bootstrap, max_texts=max_texts)

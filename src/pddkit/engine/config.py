@@ -170,11 +170,11 @@ class RunConfig:
             if not ok:
                 raise PddkitError(message)
         if self.quantize is not None and self.engine == "local":  # one sentence before loading
-            from pddkit.backends.hf_loading import check_quantize
+            from pddkit.backends.devices import check_quantize
 
             check_quantize(self.quantize, self.device)
         if self.adapter is not None or self.ref_adapter is not None:  # a local adapter's files
-            from pddkit.backends.hf_loading import resolve_adapter
+            from pddkit.backends.adapters import resolve_adapter
 
             for name, adapter, role in ((self.model, self.adapter, "model"),
                                         (self.ref_model, self.ref_adapter, "reference model")):

@@ -169,7 +169,7 @@ def _count(ctx: PassContext, backend) -> None:
 def _adapter(ctx: PassContext, ids, settings):
     """(the adapter, whether it was trained now, its cache key or None without a cache): from
     the statistics cache when it holds one under the key, else trained (and stored there)."""
-    from pddkit.backends.hf_loading import pick_device
+    from pddkit.backends.devices import pick_device
     from pddkit.resources.fsd_tuning import Adapter, adapter_key, train_adapter
 
     key, stored = None, None

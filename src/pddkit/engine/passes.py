@@ -121,7 +121,7 @@ def neighbor_pass(ctx: PassContext) -> None:
 
         sets, cut = as_sets(ctx.given_neighbors, ctx.ids, wanted, "the data set"), 0
     else:
-        from pddkit.backends.hf_loading import pick_device
+        from pddkit.backends.devices import pick_device
         from pddkit.data.builders.words import is_chinese
 
         default = "bert-base-chinese" if ctx.language and is_chinese(ctx.language) else "roberta-base"

@@ -265,7 +265,7 @@ def _check_reference_source(config: RunConfig) -> None:
     id neither cached nor reachable): one sentence before the target loads."""
     if (config.ref_backend or "hf") != "hf" or not isinstance(config.ref_model, str):
         return
-    from pddkit.backends.hf_loading import checked_source
+    from pddkit.backends.adapters import checked_source
 
     checked_source(config.ref_model, config.ref_adapter, role="reference model",
                    trust_remote_code=config.trust_remote_code, revision=config.revision,

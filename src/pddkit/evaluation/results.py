@@ -1,11 +1,10 @@
-"""Typed run results and the files a run writes: results.json and scores.jsonl."""
+"""Typed run results: the numbers of a run and their results.json form (to_dict), which
+reporting/run_files.py writes with scores.jsonl and the rest."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -26,8 +25,9 @@ class MethodResult:
 class RunResult:
     """One run's texts, scores and metrics: what `pddkit.evaluate` (and `pddkit.score`) returns and
     `pddkit run` writes. `scores()` and `metrics()` are keyed by method label (`mink`,
-    `mink:k=0.1`, `blind`); `write(DIR)` writes results.json, scores.jsonl and what the methods
-    need to be checked by hand (the reports are written by the CLI or `pddkit report DIR`)."""
+    `mink:k=0.1`, `blind`); `pddkit.reporting.run_files.write_run(result, DIR)` writes
+    results.json, scores.jsonl and what the methods need to be checked by hand (the reports
+    are written by the CLI or `pddkit report DIR`)."""
 
     ids: tuple[str, ...]
     labels: tuple[int, ...] | None
@@ -120,7 +120,7 @@ class RunResult:
 
         if self.blind is None:
             return None
-        out = {**self.blind.to_dict(), "message": self.blind.sentence()}
+        out = self.blind.to_dict()  # its sentence: reporting/run_files.py, in results.json
         blind = next(m for m in self.methods if m.label == "blind")
         units = blind.params.get("subset_units") or {}
         if blind.subsets:
@@ -171,51 +171,6 @@ class RunResult:
             return {}
         m = self.corpus.metrics[label]
         return {"metrics_without_contradicted": None if m is None else m.to_dict()}
-
-    def write_results(self, out_dir: str | Path) -> Path:
-        """Write results.json alone into `out_dir` (after a stage that changed only it)."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        # default=str: a folder given as a Path (api `cache=Path(...)`) is written as its text
-        (out / "results.json").write_text(
-            json.dumps(_finite(self.to_dict()), indent=2, default=str) + "\n")
-        return out
-
-    def write(self, out_dir: str | Path) -> Path:
-        """Write results.json, scores.jsonl and the files beside them into `out_dir`."""
-        out = self.write_results(out_dir)
-        if self.probe is not None:  # arrays + JSON, reloadable with --probe-load
-            self.probe.save(out / "probe")
-        if self.probe_validated is not None:
-            self.probe_validated.save(out / "probe-validated")
-        if self.neighbors is not None:  # saved for inspection and reuse (--neighbors FILE)
-            self.neighbors.save(out / "neighbors.jsonl", self.ids)  # one line per (text, params)
-        for name, saved in self.folders.items():  # fsd's adapter: a PEFT adapter folder
-            saved.save(out / name)
-        for name, rows in self.trail.items():
-            with (out / name).open("w", encoding="utf-8") as fh:
-                for row in rows:
-                    # ASCII escapes: U+2028 or U+0085 in a sampled text never splits a line
-                    fh.write(json.dumps(row) + "\n")
-        if self.documents is not None:
-            with (out / "documents.jsonl").open("w", encoding="utf-8") as fh:
-                for row in self.documents.jsonl_rows():
-                    fh.write(json.dumps(_finite(row)) + "\n")
-        named = bool(self.subsets) and any(x is not None for x in self.subsets)
-        with (out / "scores.jsonl").open("w") as fh:
-            for i, sid in enumerate(self.ids):
-                row = {"id": sid, "label": None if self.labels is None else self.labels[i]}
-                if self.splits:
-                    row["split"] = self.splits[i]
-                if named:
-                    row["subset"] = self.subsets[i]
-                row.update({m.label: float(m.scores[i]) for m in self.methods})
-                if self.corpus is not None:  # the text against the training corpus
-                    row.update(self.corpus.columns(i))
-                if self.record_fields:
-                    row.update(self.record_fields.get(sid, {}))
-                fh.write(json.dumps(row) + "\n")
-        return out
 
 
 def _finite(obj):

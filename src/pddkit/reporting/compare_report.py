@@ -1,6 +1,7 @@
-"""Outputs of the unlearning audit (`pddkit compare`, Shi et al. 2024 section 7):
-results.json, scores.jsonl (every chunk), flagged.csv, continuations.jsonl (when sampled),
-the terminal table, and report.html + report.md (pddkit.reporting.page)."""
+"""Outputs of the unlearning audit (`pddkit compare`, Shi et al. 2024 section 7): its
+verdict in sentences, results.json, scores.jsonl (every chunk), flagged.csv,
+continuations.jsonl (when sampled), the terminal table, and report.html + report.md
+(pddkit.reporting.page)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,28 @@ from pddkit.reporting.page import Config, Image, Notice, Page, Summary, write_pa
 from pddkit.reporting.table import Num, Table, to_text
 
 EXTRA_FILES = ("flagged.csv", "continuations.jsonl")  # besides results.json, scores.jsonl
+
+
+def compare_verdict(result) -> str:
+    """The verdict of `pddkit compare` (a studies.compare CompareResult) in one sentence
+    (two with continuations) for a reader who is not a specialist."""
+    n, k, band = len(result.chunks), len(result.flagged), result.config["band"]
+    what = f"{result.config['method']} score"
+    if k == 0:
+        return (f"None of the {n} text chunks kept its likelihood: under the unlearned model "
+                f"every chunk's {what} moved by more than a factor {band:g}, so this check "
+                "finds no sign that the text survived unlearning (it cannot prove that it "
+                "is gone).")
+    line = (f"For {k} of {n} text chunks ({k / n:.0%}) the unlearned model still finds the "
+            f"text about as likely as the original model did (their {what}s differ by less "
+            f"than a factor {band:g}), so unlearning probably did not remove them; they are "
+            "listed for a closer look.")
+    recalls = [r for c in result.flagged for r in c.rouge_l]
+    if recalls:
+        line += (f" Continuations sampled from the unlearned model reproduce on average "
+                 f"{np.mean(recalls):.0%} of the true text's words in order (ROUGE-L recall; "
+                 f"best {max(recalls):.0%}).")
+    return line
 
 
 def _closest_first(result) -> list:
@@ -48,7 +71,7 @@ def flagged_table(result, limit: int | None = None) -> Table:
 def terminal_text(result, top: int = 20) -> str:
     """What `pddkit compare` prints: the verdict, the counts, the flagged chunks."""
     c = result.counts
-    lines = [result.verdict, "",
+    lines = [compare_verdict(result), "",
              f"{c['chunks']} chunks: {c['not_removed']} not removed (ratio inside the band), "
              f"{c['removed']} less likely after unlearning, {c['more_likely']} more likely"]
     lines += list(result.notices)
@@ -116,7 +139,7 @@ def report_page(result) -> Page:
                             f"{counts['removed']} less likely, {counts['more_likely']} more "
                             "likely after unlearning)"),
                  ("method", f"{cfg['method']}; band (1/{cfg['band']:g}, {cfg['band']:g})"))),
-        Notice((result.verdict,), kind="warn" if result.flagged else "ok", id="verdict"),
+        Notice((compare_verdict(result),), kind="warn" if result.flagged else "ok", id="verdict"),
     ]
     if result.notices:
         blocks.append(Notice(result.notices, lead="Notes:"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from pddkit.blind.verdict import RULE as BLIND_RULE
+from pddkit.reporting.blind_verdict_text import RULE as BLIND_RULE
 from pddkit.reporting.page import Config, Image, Links, Notice, Page, write_page
 from pddkit.reporting.table import Num, Table, best_cells, fmt, to_text
 

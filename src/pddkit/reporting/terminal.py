@@ -10,6 +10,7 @@ from dataclasses import replace
 from pddkit.evaluation.ranking import detection_methods, member_ranking, score_stats
 from pddkit.evaluation.results import RunResult
 from pddkit.reporting import run_tables
+from pddkit.reporting.blind_verdict_text import blind_sentence
 from pddkit.reporting.table import Num, Table, to_text
 
 
@@ -40,7 +41,7 @@ def metrics_table(result: RunResult) -> str:
     results = result.to_dict()
     lines = to_text(run_tables.metrics_table(results, terminal=True))
     if result.blind is not None:
-        lines.append(result.blind.sentence())
+        lines.append(blind_sentence(result.blind))
     per_subset = run_tables.subset_table(results, terminal=True)
     if per_subset is not None:
         lines += ["", *to_text(per_subset)]
@@ -158,7 +159,7 @@ def blind_summary(result: RunResult, name: str) -> str:
                  f"scores)  {tprs}")
     if few:
         lines.append(run_tables.few_nonmembers_note(m.n_nonmembers, few, terminal=True))
-    lines.append(result.blind.sentence())
+    lines.append(blind_sentence(result.blind))
     per_units = params.get("subset_units") or {}
     for sub_name, sub in result.methods[0].subsets.items():  # fitted within each subset
         if sub is None:

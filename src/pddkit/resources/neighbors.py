@@ -145,7 +145,7 @@ def load_mask_model(name: str, *, device: str = "cpu", local_files_only: bool = 
                     trust_remote_code: bool = False) -> MaskModel:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from pddkit.backends.hf_loading import looks_local
+    from pddkit.backends.model_source import looks_local
 
     if looks_local(name) and not Path(name).expanduser().exists():
         raise PddkitError(f"mask model path {name} does not exist")

@@ -124,7 +124,9 @@ def parse_sweep(text: str | None) -> tuple[str, list] | None:
 
 def run_sandbox(cfg: SandboxConfig, output: str | Path, sweep: str | None = None) -> dict:
     """Run the experiment; returns the summary also written to OUTPUT/summary.json."""
-    from pddkit.backends.hf_loading import load_model, load_tokenizer, pick_device
+    from pddkit.backends.devices import pick_device
+    from pddkit.backends.hf_loading import load_model
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.provenance import Provenance, now
     from pddkit.resources.frequency import build_frequency_table
     from pddkit.sandbox import contamination, ground_truth, training, traps
@@ -255,6 +257,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     from pddkit.engine.stages import REPORT, Stage, run_stages
     from pddkit.methods.base import Need
     from pddkit.reporting.report import report_stage
+    from pddkit.reporting.run_files import write_results, write_run
     from pddkit.sandbox import contamination, ground_truth, shots, training, traps
     from pddkit.sandbox.split import windows
 
@@ -323,13 +326,13 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
         # the scores are written before the optional stages (blind baseline, documents,
         # report): a stage that fails is a notice, and every score is kept
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm,
-                             on_scored=lambda r: r.write(wdir))
-        wdir = result.write(wdir)
+                             on_scored=lambda r: write_run(r, wdir))
+        wdir = write_run(result, wdir)
         if result.probe is not None:
             probe_load = str(wdir / "probe")
         result = run_stages(result, [Stage(REPORT, report_stage(
             wdir, title=f"pddkit sandbox: {run_dir.name}, {what}"))])
-        result.write_results(wdir)  # the report's time, or why there is no report
+        write_results(result, wdir)  # the report's time, or why there is no report
         metrics = result.metrics()
         return result, {
             "dir": wdir.relative_to(out).as_posix(), "texts": len(dataset.samples),

@@ -70,7 +70,8 @@ def train_causal_lm(model, tokenizer, texts: Sequence[str], epochs: int = 10, lr
     """
     import torch
 
-    from pddkit.backends.hf_loading import context_length, start_token_id
+    from pddkit.backends.hf_tokenizers import start_token_id
+    from pddkit.backends.model_config import context_length
 
     ctx = min([c for c in (context_length(model), context) if c] or [512])
     start = start_token_id(tokenizer)

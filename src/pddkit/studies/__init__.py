@@ -5,7 +5,7 @@ returning a typed result and one CLI command. One module per study below this pa
 
 The registry lives in registry.py, which each study imports; this __init__ imports the
 studies on the first lookup. The studies' statistics live beside them: dataset_inference.py
-(with _fit, _halves and _verdict; Maini et al.'s test, `pddkit infer`), book_rates.py and
+(with _fit and _halves; Maini et al.'s test, `pddkit infer`), book_rates.py and
 beta_binomial.py (the copyrighted-book audit's decision, `pddkit audit`).
 
 May import: errors, version, params, registry, progress, stats, provenance, output_dir,

@@ -83,24 +83,11 @@ class CompareResult:
 
     @property
     def verdict(self) -> str:
-        """One sentence (two with continuations) for a reader who is not a specialist."""
-        n, k, band = len(self.chunks), len(self.flagged), self.config["band"]
-        what = f"{self.config['method']} score"
-        if k == 0:
-            return (f"None of the {n} text chunks kept its likelihood: under the unlearned model "
-                    f"every chunk's {what} moved by more than a factor {band:g}, so this check "
-                    "finds no sign that the text survived unlearning (it cannot prove that it "
-                    "is gone).")
-        line = (f"For {k} of {n} text chunks ({k / n:.0%}) the unlearned model still finds the "
-                f"text about as likely as the original model did (their {what}s differ by less "
-                f"than a factor {band:g}), so unlearning probably did not remove them; they are "
-                "listed for a closer look.")
-        recalls = [r for c in self.flagged for r in c.rouge_l]
-        if recalls:
-            line += (f" Continuations sampled from the unlearned model reproduce on average "
-                     f"{np.mean(recalls):.0%} of the true text's words in order (ROUGE-L recall; "
-                     f"best {max(recalls):.0%}).")
-        return line
+        """One sentence (two with continuations) for a reader who is not a specialist
+        (reporting/compare_report.py writes it)."""
+        from pddkit.reporting.compare_report import compare_verdict
+
+        return compare_verdict(self)
 
     def to_json(self) -> dict:
         from pddkit.version import __version__
@@ -215,7 +202,8 @@ class EngineOptions:
 
 def _fingerprint(model, opts: EngineOptions) -> str | None:
     """The vocabulary fingerprint of a model's tokenizer (None when it has no local one)."""
-    from pddkit.backends.hf_loading import LoadedModel, load_tokenizer
+    from pddkit.backends.hf_loading import LoadedModel
+    from pddkit.backends.hf_tokenizers import load_tokenizer
     from pddkit.cache.fingerprint import vocab_fingerprint
 
     tok = model.tokenizer if isinstance(model, LoadedModel) else None
@@ -244,9 +232,10 @@ def _score(chunks: list[Chunk], model, method: str, opts: EngineOptions, seed: i
 
 
 def _same_model(a, b) -> bool:
-    """Whether `model` and `model_b` are one model: one name (hf_loading.same_model) or
+    """Whether `model` and `model_b` are one model: one name (adapters.same_model) or
     one object."""
-    from pddkit.backends.hf_loading import LoadedModel, same_model
+    from pddkit.backends.adapters import same_model
+    from pddkit.backends.hf_loading import LoadedModel
 
     if isinstance(a, str) and isinstance(b, str):
         return same_model(a, b)

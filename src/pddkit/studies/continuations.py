@@ -39,7 +39,7 @@ def sample_continuations(lm, prompt: str, reference: str, n: int, seed: int) -> 
 
 def _prompt_ids(lm, prompt: str, reference: str) -> tuple[list[int], int]:
     """([start] + prompt ids, cut to leave room, and the continuation's length in tokens)."""
-    from pddkit.backends.hf_loading import start_token_id
+    from pddkit.backends.hf_tokenizers import start_token_id
 
     tok = lm.tokenizer
     ids = [start_token_id(tok, lm.name), *tok(prompt, add_special_tokens=False)["input_ids"]]

@@ -95,6 +95,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pddkit.errors import PddkitError
+from pddkit.reporting.dataset_inference_text import verdict_sentence
 from pddkit.studies.dataset_inference_fit import (
     fit_nonnegative,
     fit_unconstrained,
@@ -108,7 +109,6 @@ from pddkit.studies.dataset_inference_halves import (  # noqa: F401 (re-exported
     split_groups,
     split_reference,
 )
-from pddkit.studies.dataset_inference_verdict import verdict_sentence
 
 CLIP = 0.025  # features are clipped to the quantiles [CLIP, 1 - CLIP]
 CLASSIFIERS = {
@@ -118,6 +118,9 @@ CLASSIFIERS = {
              "(equal variances)",
 }
 T_TESTS = {"nonnegative": "Welch", "paper": "Student"}
+# Decision.outcome: what the test and the check found (reporting writes the sentence)
+USED, NO_EVIDENCE, INCONCLUSIVE, LESS_FAMILIAR = ("used", "no evidence", "inconclusive",
+                                                  "less familiar")
 CLIPS = {
     "pooled": "every feature clipped to the 2.5% and 97.5% quantiles of the two sets pooled "
               "(one pair of bounds for both; pddkit's default)",
@@ -188,7 +191,8 @@ class CurvePoint:
 @dataclass(frozen=True)
 class Decision:
     """The test, the false-positive check (None when not asked for), p-value against the
-    number of texts for both, and the verdict."""
+    number of texts for both, and the outcome (`outcome`, a code; `verdict`, the sentence
+    reporting/dataset_inference_text.py writes of it)."""
 
     test: SetTest
     check: SetTest | None
@@ -196,13 +200,32 @@ class Decision:
     check_curve: tuple[CurvePoint, ...]
     alpha: float
     used_in_training: bool
-    verdict: str
     # the mirrored test (suspect texts look *less* familiar), run by the non-negative
     # classifier when the test is not significant; None when not run
     less_familiar_p_value: float | None = None
     classifier: str = "nonnegative"
     check_split: CheckSplit | None = None  # None when the check did not run
     clip: str = "pooled"
+
+    @property
+    def outcome(self) -> str:
+        """LESS_FAMILIAR (not significant, and the mirrored test finds the suspect texts
+        less familiar), INCONCLUSIVE (significant, and so is the false-positive check), USED
+        (significant, the check not) or NO_EVIDENCE."""
+        p, alpha = self.test.p_value, self.alpha
+        less_p = self.less_familiar_p_value
+        if p >= alpha and less_p is not None and less_p < alpha:
+            return LESS_FAMILIAR
+        if p < alpha and self.check is not None and self.check.p_value < alpha:
+            return INCONCLUSIVE
+        return USED if p < alpha else NO_EVIDENCE
+
+    @property
+    def verdict(self) -> str:
+        """The verdict for a non-specialist (reporting/dataset_inference_text.py)."""
+        return verdict_sentence(self.test.p_value,
+                                None if self.check is None else self.check.p_value, self.alpha,
+                                self.less_familiar_p_value, self.classifier)
 
 
 def normalise(suspect: np.ndarray, reference: np.ndarray, clip: str = "pooled",
@@ -325,7 +348,5 @@ def decide(features: FeatureMatrix, alpha: float = 0.05, false_positive_check: b
     # has no mirrored test.
     less_p = (None if test.p_value < alpha or classifier == "paper"
               else compare_sets(-S, -R, names, seed, clip=clip).p_value)
-    return Decision(test, check, curve, check_curve, alpha, used,
-                    verdict_sentence(test.p_value, None if check is None else check.p_value,
-                                     alpha, less_p, classifier),
-                    less_p, classifier, split, clip)
+    return Decision(test, check, curve, check_curve, alpha, used, less_p, classifier, split,
+                    clip)

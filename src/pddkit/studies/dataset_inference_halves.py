@@ -1,6 +1,7 @@
 """The false-positive check's two halves of the reference set (studies/dataset_inference.py):
 whole documents on each side when the reference texts carry a `group` (windows of one
-document never sit on both sides), text by text otherwise, and the sentence that says which."""
+document never sit on both sides), text by text otherwise (the sentence that says which:
+reporting/dataset_inference_text.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pddkit.errors import PddkitError
+from pddkit.reporting.dataset_inference_text import check_split_sentence
 
 MIN_PER_HALF = 4  # texts per half of a set: one half fits the classifier, one is tested
 
@@ -25,18 +27,8 @@ class CheckSplit:
     ungrouped: int = 0  # reference texts without a group, each its own document
 
     def sentence(self) -> str:
-        a, b = self.texts
-        if self.by == "text":
-            return (f"The false-positive check split the reference set text by text ({a} + {b} "
-                    "texts; they have no 'group' column), so windows of one document may sit "
-                    "on both halves and make them look alike; give each text its document "
-                    "under 'group' to split by whole documents.")
-        ga, gb = self.groups
-        alone = (f"; {self.ungrouped} texts without a 'group' count as one document each"
-                 if self.ungrouped else "")
-        return (f"The false-positive check split the reference set by document ('group'): "
-                f"{ga} documents ({a} texts) against {gb} documents ({b} texts), no document "
-                f"on both sides{alone}.")
+        """The split in one sentence (reporting/dataset_inference_text.py writes it)."""
+        return check_split_sentence(self)
 
     def to_dict(self) -> dict:
         return {"by": self.by, "texts": list(self.texts),

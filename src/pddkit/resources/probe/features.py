@@ -41,7 +41,7 @@ def encode_prompts(model, tokenizer, texts: Sequence[str], name: str = "model",
     """Token ids of every text in PROMPT, and how many texts were cut: a prompt longer
     than the model's context keeps its end (the question the probe reads) and loses the
     tail of the text."""
-    from pddkit.backends.hf_loading import context_length
+    from pddkit.backends.model_config import context_length
 
     limit = context_length(model)
     ids = tokenizer([PROMPT.format(text=t) for t in texts], verbose=False)["input_ids"]

@@ -136,7 +136,8 @@ def generate_traps(model, tokenizer, *, lengths: Sequence[int], count: int,
     seed, options, model, device and batch size give the same traps."""
     import torch
 
-    from pddkit.backends.hf_loading import context_length, start_token_id
+    from pddkit.backends.hf_tokenizers import start_token_id
+    from pddkit.backends.model_config import context_length
     from pddkit.cache.fingerprint import tokenizer_digest
     from pddkit.progress import bar
     from pddkit.provenance import Provenance, now

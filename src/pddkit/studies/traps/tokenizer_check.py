@@ -17,7 +17,7 @@ def tokenizer_of(target, revision, trust_remote_code: bool, local_files_only: bo
     """The target's tokenizer (with `adapter`: the one it is loaded with), without loading
     its weights when it is a name."""
     if isinstance(target, str):
-        from pddkit.backends.hf_loading import load_tokenizer_view
+        from pddkit.backends.hf_tokenizers import load_tokenizer_view
 
         return load_tokenizer_view(target, trust_remote_code=trust_remote_code,
                                    local_files_only=local_files_only, revision=revision,

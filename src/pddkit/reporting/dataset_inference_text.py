@@ -1,5 +1,7 @@
-"""The verdict of dataset inference (studies/dataset_inference.py) as a sentence for a
-non-specialist, from the test's p-value, the false-positive check's and the mirrored test's."""
+"""Dataset inference (studies/dataset_inference.py) in sentences for a non-specialist: the
+verdict, from the test's p-value, the false-positive check's and the mirrored test's, and
+how the false-positive check cut the reference set (its CheckSplit). The studies keep the
+numbers; results.json, the terminal and the report show these sentences."""
 
 from __future__ import annotations
 
@@ -40,3 +42,20 @@ def verdict_sentence(p: float, check_p: float | None, alpha: float,
             f"differently from comparable texts it never saw ({ps}, not below the {alpha:g} "
             "threshold). This does not prove they were not used; more texts make the test "
             "more sensitive.")
+
+
+def check_split_sentence(split) -> str:
+    """How the false-positive check cut the reference set (a studies.dataset_inference_halves
+    CheckSplit): by whole documents, or text by text and what that risks."""
+    a, b = split.texts
+    if split.by == "text":
+        return (f"The false-positive check split the reference set text by text ({a} + {b} "
+                "texts; they have no 'group' column), so windows of one document may sit "
+                "on both halves and make them look alike; give each text its document "
+                "under 'group' to split by whole documents.")
+    ga, gb = split.groups
+    alone = (f"; {split.ungrouped} texts without a 'group' count as one document each"
+             if split.ungrouped else "")
+    return (f"The false-positive check split the reference set by document ('group'): "
+            f"{ga} documents ({a} texts) against {gb} documents ({b} texts), no document "
+            f"on both sides{alone}.")
