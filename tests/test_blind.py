@@ -408,7 +408,7 @@ def test_the_verdict_names_its_interval():
 def test_texts_without_a_word_are_said_before_the_baseline_runs():
     """Its word n-grams count words of two or more letters or digits (scikit-learn's token
     pattern): single digits, single letters and signs are none."""
-    from pddkit.blind.baseline import word_shortage
+    from pddkit.blind.requirements import word_shortage
 
     why = word_shortage(["1 + 2 = 3", "x = 7", "7"])
     assert why == ("none of the 3 texts has a word of two or more letters or digits (e.g. "

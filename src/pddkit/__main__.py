@@ -1,5 +1,3 @@
-import sys
+from pddkit.cli.app import entry
 
-from pddkit.cli import main
-
-sys.exit(main())
+entry()

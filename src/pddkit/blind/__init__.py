@@ -4,7 +4,8 @@ and non-members differ in distribution and a detector's AUC says little about th
 
 baseline.py is the classifier (BlindBaseline: counts, dates, style, neighbours, greedy
 words, stacked); counts.py, features.py, folds.py, greedy.py and neighbours.py are its
-parts; verdict.py is the rule that says whether its AUC is above chance (a BlindVerdict:
+parts; requirements.py says what texts it needs (read before it starts, without scipy);
+verdict.py is the rule that says whether its AUC is above chance (a BlindVerdict:
 numbers and an outcome; reporting/blind_verdict_text.py writes its sentence). The engine runs it
 inside a run (engine/blind_job.py) or alone (`pddkit blind`, engine/blind_run.py).
 

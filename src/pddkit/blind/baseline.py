@@ -42,13 +42,13 @@ from pddkit.blind.counts import (
     column_totals,
     count_matrix,
     stacked_transform,
-    word_shortage,
 )
 from pddkit.blind.features import date_matrix, style_features
 from pddkit.blind.folds import folds as _folds
 from pddkit.blind.folds import stratified_sample
 from pddkit.blind.greedy import GreedyWords
 from pddkit.blind.neighbours import NeighbourGraph, NeighbourVote
+from pddkit.blind.requirements import TOO_FEW, word_shortage
 from pddkit.errors import PddkitError
 
 _NeighbourVote = NeighbourVote  # its former name here
@@ -56,8 +56,6 @@ _NeighbourVote = NeighbourVote  # its former name here
 logger = logging.getLogger(__name__)
 
 MIN_PER_CLASS = 10  # `pddkit blind` refuses fewer texts per class
-TOO_FEW = ("the blind baseline needs at least 2 members and 2 non-members (2 documents of "
-           "each with groups)")  # its folds' least (a run goes on without it)
 
 
 def require_blind_data(labels: Sequence[int | None], name: str,

@@ -16,14 +16,16 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
 from scipy import sparse
 
+from pddkit.blind.requirements import TOKEN_RE
+
 CHUNK_CHARS = 2_000_000  # characters counted at once by char_wb_counts: memory ~100 x this
+CHUNK_DOCS = 20000  # texts tokenised at once by word_counts
 
 
 def count_matrix(texts: Sequence[str], analyzer: str, ngram_range: tuple[int, int],
@@ -101,25 +103,6 @@ def _char_codes(docs: list[str], lut: np.ndarray, space: np.uint64, base: int, l
         codes.append(code * B ** np.uint64(hi - n))
         rows.append(np.searchsorted(starts, s, side="right") - 1)
     return len(docs), _cat(codes, np.uint64), _cat(rows, np.int64)
-
-
-TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")  # CountVectorizer's default token_pattern
-CHUNK_DOCS = 20000  # texts tokenised at once by word_counts
-
-
-def word_shortage(texts: Sequence[str]) -> str | None:
-    """Why the texts cannot carry the baseline's features, or None. Its word n-gram models
-    (TF-IDF, bag of words, neighbour vote) count words of two or more letters or digits
-    (scikit-learn's token pattern); when no text has one (`1 + 2 = 3`), they have nothing
-    to count and the baseline is not fitted. Texts with a word in only some folds are
-    fitted: a base model with no feature in a training part abstains there."""
-    texts = list(texts)
-    if any(TOKEN_RE.search(t) for t in texts):
-        return None
-    example = min(texts, key=len, default="")
-    return (f"none of the {len(texts)} texts has a word of two or more letters or digits "
-            f"(e.g. {example[:40]!r}), and the blind baseline's word n-gram models (TF-IDF, "
-            "bag of words, neighbour vote) need words")
 
 
 def word_counts(texts: Sequence[str], ngram_range: tuple[int, int], lowercase: bool,

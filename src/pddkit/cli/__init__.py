@@ -22,6 +22,6 @@ from pddkit.cli import (  # noqa: F401  (register)
     sandbox,
     traps,
 )
-from pddkit.cli.app import cli, main
+from pddkit.cli.app import cli, entry, main
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "entry", "main"]

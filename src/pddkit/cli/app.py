@@ -6,10 +6,13 @@ with the flags (flag_table.for_cli)."""
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import re
 import sys
+import threading
 
 import click
 
@@ -118,3 +121,26 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"pddkit: error: {usage_sentence(e)}", err=True)
         return 1
     return 0
+
+
+def entry() -> None:
+    """The `pddkit` executable and `python -m pddkit`: main(), then exit_now()."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """End the process as Python would, without its last step: other threads joined, every
+    atexit function run (the statistics cache's last rows, logging, temporary folders,
+    Ray), the standard streams flushed, then os._exit. What is skipped is the interpreter
+    tearing down its modules one by one, which once torch and transformers are imported
+    takes about 2 s on 2 cores (measured: 0.9 s for `import torch` alone, 1.8 s after
+    loading a model, 2.8 s with matplotlib) and does nothing a finished command needs."""
+    main_thread = threading.main_thread()
+    for t in threading.enumerate():
+        if t is not main_thread and not t.daemon:
+            t.join()
+    atexit._run_exitfuncs()  # the functions sys.exit would run, in the same order
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to write
+            stream.flush()
+    os._exit(code)

@@ -188,8 +188,8 @@ def beside_the_passes(config: RunConfig) -> bool:
 def unfit_reason(dataset: Dataset) -> str | None:
     """Why the baseline cannot be fitted on these texts, found before it starts (fewer than
     2 members or non-members, or documents of each with groups, to make folds of; no text
-    with a word: blind/counts.py `word_shortage`), or None."""
-    from pddkit.blind.baseline import TOO_FEW, word_shortage
+    with a word: blind/requirements.py `word_shortage`), or None."""
+    from pddkit.blind.requirements import TOO_FEW, word_shortage
 
     y = np.asarray(dataset.labels)
     groups = _groups(dataset.samples)
