@@ -15,8 +15,8 @@ DEMO_FLAGS := --windows 32,128
 DEMO_ALL_METHODS := all,recall,conrecall,pac,samia:samples=5,max_new_tokens=32,infill
 STAMP := $(VENV)/.installed
 # `make test` prints its 30 slowest tests (and fixtures) last, to see where the suite's time goes
-# pytest-xdist workers of `make test` (each test file runs whole on one worker; the trained
-# toy models are built once and shared, tests/conftest.py)
+# pytest-xdist workers of `make test` (each test file runs whole on one worker, the longest
+# files first: tests/conftest.py HEAVY_FIRST; the trained toy models are built once and shared)
 TEST_WORKERS ?= 2
 # NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2 on every build
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
@@ -73,7 +73,8 @@ browser:
 test: $(STAMP) $(SERVER_STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(MKDOCS) build --strict --quiet
-	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30
+	PDDKIT_DOCS_SITE=site $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder --durations=30
 
 # the inner loop: the tests not marked slow
 fast: $(STAMP)

@@ -10,13 +10,13 @@
 #   infill-SHAPE : infill's per-text key/value path against every variant run whole
 #                  (both: benchmarks/kv_paths.py, with a float32 reference on a few texts)
 # Each variant runs in its own process (its peak memory its own), each step under its own
-# time limit (the sum 500 s, so one call of 10 minutes holds it; about 4-5 minutes expected
-# on an H100 or H200); the 1B steps run first. A failed step is named and the rest go on.
-# The estimate, from docs/performance.md's H200 figures (statistics pass: pythia-1.4b 97k
-# tok/s, llama-7b 31k): taking 1B at >= 50k tok/s and 8B at >= 20k tok/s (the larger
-# vocabulary and MLP), the 8B statistics step runs 2 x 262k tokens (~26 s), its prefix step
-# ~330k + 66k tokens, its infill step ~285k tokens whole and ~29k in windows, each process
-# ~15-20 s of start-up, import and random init; the 1B steps a third of that or less.
+# time limit (the sum 320 s, so one call of 10 minutes holds it with room for a rerun in a
+# 15-minute device budget; not yet run on a card); the 1B steps run first. A failed step is
+# named and the rest go on. The sizes, from docs/performance.md's H200 figures (statistics
+# pass: pythia-1.4b 97k tok/s, llama-7b 31k): taking 1B at >= 50k tok/s and 8B at >= 20k
+# tok/s (the larger vocabulary and MLP), the 8B statistics step runs 2 x 131k tokens
+# (~13 s), its prefix step ~165k + 33k tokens, its infill step ~143k tokens whole and ~15k
+# in windows, each process ~15-20 s of start-up, import and random init.
 #
 #   OUT=/some/folder bash benchmarks/gpu.sh      # on a GPU machine; OUT: a new temp folder if unset
 #   OUT=/some/folder bash benchmarks/gpu.sh --smoke   # (or GPU_SMOKE=1) the same code paths on
@@ -53,24 +53,25 @@ if [ "$SMOKE" = 1 ]; then
   limit() { echo 120; }
 else
   if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"; then
-    echo "benchmarks/gpu.sh: torch sees no CUDA device here; run it on a GPU machine, or with --smoke on a CPU" >&2
+    echo "benchmarks/gpu.sh: $PY has no torch, or torch sees no CUDA device here; run it on a GPU machine (PYTHON: an interpreter with torch), or with --smoke on a CPU" >&2
     exit 2
   fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$WORK/logs/nvidia-smi.log" 2>&1
   SHAPES="llama-3.2-1b llama-3.1-8b"
   RUN=(--device cuda --dtype bfloat16 --threads 4)
-  STATS_1B=(--texts 1024 --batch-size 32 --min-tokens 480 --max-tokens 544)  # ~524,000 tokens
-  STATS_8B=(--texts 512 --batch-size 32 --min-tokens 480 --max-tokens 544)   # ~262,000 tokens
-  # 256 texts of ~256 tokens after a 1,024-token prefix (7 shots of ~146 tokens)
-  PREFIX=(--texts 256 --prefix-tokens 1024 --min-tokens 224 --max-tokens 288 --batch-size 32
+  STATS_1B=(--texts 512 --batch-size 32 --min-tokens 480 --max-tokens 544)   # ~262,000 tokens
+  STATS_8B=(--texts 256 --batch-size 32 --min-tokens 480 --max-tokens 544)   # ~131,000 tokens
+  # 128 texts of ~256 tokens after a 1,024-token prefix (7 shots of ~146 tokens)
+  PREFIX=(--texts 128 --prefix-tokens 1024 --min-tokens 224 --max-tokens 288 --batch-size 32
           --reference-texts 4)
-  # 32 paragraphs of ~128 tokens: ~4,100 variants, ~285,000 tokens run whole
+  # 16 paragraphs of ~128 tokens: ~2,000 variants, ~143,000 tokens run whole
   # (float32 reference: one text, its ~130 variants whole, ~9,000 tokens)
-  INFILL=(--texts 32 --min-tokens 112 --max-tokens 144 --batch-size 32 --reference-texts 1)
-  limit() {  # seconds for step $1 on shape $2 (sum 500 with the summary's 15)
+  INFILL=(--texts 16 --min-tokens 112 --max-tokens 144 --batch-size 32 --reference-texts 1)
+  limit() {  # seconds for step $1 on shape $2 (sum 320 with the summary's 15): the device
+    # budget of 15 minutes also pays the machine's start and must leave room for a rerun
     case "$1-$2" in
-      stats-llama-3.2-1b) echo 70 ;; stats-*) echo 105 ;;
-      *-llama-3.2-1b) echo 55 ;; prefix-*) echo 95 ;; *) echo 105 ;;
+      stats-llama-3.2-1b) echo 45 ;; stats-*) echo 65 ;;
+      *-llama-3.2-1b) echo 40 ;; prefix-*) echo 55 ;; *) echo 60 ;;
     esac
   }
 fi

@@ -115,3 +115,26 @@ def test_hand_made_statistics_derive_the_variance_in_float64():
     numbers, exact for numbers a person writes (3 and 13 are exact in float32)."""
     st = TokenStats.from_lists([1, 2], [-1.0, -2.0], H=[2.0, 3.0], M2=[5.0, 13.0])
     assert st.var.tolist() == [1.0, 4.0]
+
+
+def test_the_callers_logits_are_left_as_they_were():
+    logits = near_uniform(1.0)
+    before = logits.clone()
+    chunk_stats(logits, torch.zeros(len(logits), dtype=torch.long))
+    assert torch.equal(logits, before)
+
+
+def test_a_masked_vocabulary_entry_gives_the_unmasked_statistics_not_nan():
+    """A -inf logit (an entry a model masks) has p = 0: H, var and M2 are those of the other
+    entries (float64 over them), not NaN; a masked target has L = -inf."""
+    logits = near_uniform(1.0, V=1024)
+    logits[:, :8] = float("-inf")
+    H64, M264, var64 = float64_stats(logits[:, 8:])
+    L, H, M2, var, top, _ = chunk_stats(logits, torch.tensor([3, 100]))
+    # float32 against float64 on 1,016 entries of spread ~7: relative 1e-5 is ~80 float32
+    # spacings, above a cascade sum's log2(1016) ~ 10 of them
+    np.testing.assert_allclose(H.numpy(), H64, rtol=1e-5)
+    np.testing.assert_allclose(var.numpy(), var64, rtol=1e-5)
+    np.testing.assert_allclose(M2.numpy(), M264, rtol=1e-5)
+    assert L[0].item() == float("-inf") and np.isfinite(L[1].item())
+    assert int(top.min()) >= 8

@@ -1,3 +1,4 @@
 from pddkit.cli.app import entry
 
-entry()
+if __name__ == "__main__":
+    entry()

@@ -20,7 +20,12 @@ import numpy as np
 from pddkit import progress
 from pddkit.backends.hf_loading import LoadedModel
 from pddkit.backends.hf_tokenizers import start_token_id
-from pddkit.backends.tempered_stats import TEMPERED_BYTES, first_occurrences, tempered_chunk
+from pddkit.backends.tempered_stats import (
+    D_FLOOR,
+    TEMPERED_BYTES,
+    first_occurrences,
+    tempered_chunk,
+)
 from pddkit.errors import PddkitError
 from pddkit.stats import ACMIA_BETAS, TokenStats
 
@@ -89,12 +94,18 @@ def _postprocess(config, logits):
 
 
 def rowdot(a, b):
-    """[C, V], [C, V] -> [C] sum_v a b per row: one batched product, reading each once
-    (linalg.vecdot materialises a * b first: three times slower on a CPU)."""
-    return (a[:, None, :] @ b[:, :, None])[:, 0, 0]
+    """[C, V], [C, V] -> [C] sum_v a b per row. On a CPU one batched product, reading each
+    once (linalg.vecdot materialises a * b first: three times slower there); elsewhere
+    vecdot, which a GPU's TF32 matrix products (torch.backends.cuda.matmul.allow_tf32,
+    set_float32_matmul_precision) cannot round to 10 bits."""
+    import torch
+
+    if a.device.type == "cpu":
+        return (a[:, None, :] @ b[:, :, None])[:, 0, 0]
+    return torch.linalg.vecdot(a, b)
 
 
-def chunk_stats(logits, targets, scratch=None):
+def chunk_stats(logits, targets, scratch=None, overwrite: bool = False):
     """[C, V] logits, [C] target ids -> (L, H, M2, var, top, Lmax): L, H, M2, var, Lmax
     each [C] float32, top [C] int64 the argmax id of each distribution (`infill`; the first
     on a tie), Lmax = log p(top), the largest log-probability (`gapk`).
@@ -107,16 +118,20 @@ def chunk_stats(logits, targets, scratch=None):
     while the sum keeps them (pddkit/stats.py). M2 = var + H^2, a sum of two non-negative
     numbers, exact to float32 rounding.
 
-    Float32 `logits` are overwritten (z, then (z - mu)^2, in place): callers pass logits of
-    their own. `scratch`: a float32 [>= C, V] tensor on their device for e (else a new one).
-    One exponential per entry and no [C, V] array allocated per call: on a CPU a fresh array
-    of this size costs as much as the arithmetic (its pages are mapped anew each time)."""
+    `overwrite`: float32 `logits` may be overwritten (z, then (z - mu)^2, in place; the
+    statistics pass's own logits), else they are copied first. `scratch`: a float32
+    [>= C, V] tensor on their device for e (else a new one). With both, one exponential per
+    entry and no [C, V] float32 array allocated per call for float32 logits (a copy is made
+    of lower-precision ones): on a CPU a fresh array of this size costs as much as the
+    arithmetic (its pages are mapped anew each time). A -inf logit (a masked vocabulary
+    entry) gets z floored at D_FLOOR, where e = 0 and e z = 0, not NaN."""
     import torch
 
-    z = logits.float()  # [C, V] (a float32 copy of lower-precision logits)
+    # [C, V]: float32 logits themselves (overwrite) or a copy; lower precision: a float32 copy
+    z = logits.clone() if logits.dtype == torch.float32 and not overwrite else logits.float()
     m, top = z.max(-1)  # [C], [C] the first argmax on a tie
-    z_t = z.gather(1, targets[:, None])[:, 0] - m  # [C] z of the target
-    z.sub_(m[:, None])  # [C, V] logit - max
+    z_t = z.gather(1, targets[:, None])[:, 0] - m  # [C] z of the target (-inf if masked)
+    z.sub_(m[:, None]).clamp_(min=D_FLOOR)  # [C, V] logit - max, floored
     e = torch.exp(z, out=None if scratch is None else scratch[:z.shape[0]])  # [C, V]
     S = e.sum(-1)  # [C] >= 1
     mu = rowdot(e, z) / S  # [C] E_p[z]
@@ -152,8 +167,9 @@ class StatsRunner:
         return max(1, self.chunk_bytes // (V * 4 * 3))
 
     def _buffer(self, name: str, rows: int, V: int, dtype, device):
-        """A [rows, V] tensor kept for the next chunks (None outside inference mode, where
-        an inference tensor cannot be written)."""
+        """A [rows, V] tensor kept for the next chunks, as long as the runner (two of them,
+        each a third of `chunk_bytes`: at most ~170 MB on the model's device); None outside
+        inference mode, where an inference tensor cannot be written."""
         import torch
 
         if not torch.is_inference_mode_enabled():
@@ -182,11 +198,13 @@ class StatsRunner:
         return _postprocess(self.lm.model.config, out)
 
     def chunk_stats(self, logits, targets):
-        """chunk_stats with the runner's buffer for the exponentials."""
+        """chunk_stats with the runner's buffer for the exponentials, overwriting `logits`
+        (the runner's own: chunk_logits's buffer, or a masked copy of hidden states)."""
         import torch
 
         return chunk_stats(logits, targets, self._buffer("exp", logits.shape[0], logits.shape[1],
-                                                         torch.float32, logits.device))
+                                                         torch.float32, logits.device),
+                           overwrite=True)
 
     def run(self, texts: Sequence[str], names: Sequence[str] | None = None,
             desc: str = "statistics") -> list[TokenStats]:

@@ -129,7 +129,8 @@ class RunResult:
         return out
 
     def to_dict(self) -> dict:
-        """The contents of results.json."""
+        """The numbers of results.json (reporting/run_files.results_json adds the blind
+        baseline's sentence: the file's contents)."""
         from pddkit.provenance import provenance_dict
         from pddkit.version import __version__
 
