@@ -15,6 +15,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # parallel workers (make test: -n 2) 
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread each, set before torch loads
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
+# the test processes keep freed memory for the next large array, as the pddkit executable
+# does (cli/heap.py): the toy models' training and passes run ~25% faster on 2 cores
+from pddkit.cli.heap import keep_freed_memory
+
+keep_freed_memory()
+
 SHARED = Path(os.environ.get("PDDKIT_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 
 

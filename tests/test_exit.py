@@ -3,6 +3,7 @@ streams flushed, then os._exit (no module teardown). Nothing a command leaves fo
 may be lost: the statistics cache writes its last rows from an atexit finalizer."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -51,3 +52,14 @@ def test_the_executable_leaves_complete_files_and_a_complete_cache(toy_world, tm
     assert again.returncode == 0, again.stderr
     results = json.loads((tmp_path / "b" / "results.json").read_text("utf-8"))
     assert results["counts"]["cache"]["target pass"] == {"hits": n, "misses": 0}
+
+
+def test_the_executable_keeps_freed_memory_unless_told_not_to():
+    code = ("import sys; from pddkit.cli.heap import keep_freed_memory; "
+            "print(keep_freed_memory())")
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert on.stdout.strip() == ("True" if sys.platform.startswith("linux") else "False")
+    env = {**os.environ, "PDDKIT_MALLOC": "default"}
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=env)
+    assert off.stdout.strip() == "False"

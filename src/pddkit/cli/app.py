@@ -124,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    """The `pddkit` executable and `python -m pddkit`: main(), then exit_now()."""
+    """The `pddkit` executable and `python -m pddkit`: the C heap tuned for large arrays
+    (cli/heap.py), main(), then exit_now()."""
+    from pddkit.cli.heap import keep_freed_memory
+
+    keep_freed_memory()
     exit_now(main())
 
 
