@@ -63,3 +63,13 @@ def test_the_executable_keeps_freed_memory_unless_told_not_to():
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=env)
     assert off.stdout.strip() == "False"
+
+
+def test_a_profiler_still_writes_its_findings(tmp_path):
+    """`python -m cProfile -o FILE -m pddkit ...` writes FILE after pddkit returns: the
+    executable exits the ordinary way under a profiler."""
+    prof = tmp_path / "list.prof"
+    r = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "pddkit", "list"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "  loss " in r.stdout and prof.stat().st_size > 0

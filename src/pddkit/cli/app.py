@@ -125,11 +125,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> None:
     """The `pddkit` executable and `python -m pddkit`: the C heap tuned for large arrays
-    (cli/heap.py), main(), then exit_now()."""
+    (cli/heap.py), main(), then exit_now() (sys.exit under a profiler or debugger)."""
     from pddkit.cli.heap import keep_freed_memory
 
     keep_freed_memory()
-    exit_now(main())
+    code = main()
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # under a profiler or debugger (`python -m cProfile -m pddkit`), which
+        # writes its findings after the program returns: the ordinary exit
+    exit_now(code)
 
 
 def exit_now(code: int) -> None:
