@@ -143,13 +143,9 @@ def exit_now(code: int) -> None:
     tearing down its modules one by one, which once torch and transformers are imported
     takes about 2 s on 2 cores (measured: 0.9 s for `import torch` alone, 1.8 s after
     loading a model, 2.8 s with matplotlib) and does nothing a finished command needs."""
-    try:  # what the interpreter does first at exit: threading's exit hooks (concurrent.futures
-        threading._shutdown()  # stops its executors there), then every other thread joined
-    except AttributeError:  # an interpreter without it: join them ourselves
-        main_thread = threading.main_thread()
-        for t in threading.enumerate():
-            if t is not main_thread and not t.daemon:
-                t.join()
+    # what the interpreter does first at exit: threading's exit hooks (concurrent.futures
+    # stops its executors there), then every other non-daemon thread joined
+    threading._shutdown()
     atexit._run_exitfuncs()  # the functions sys.exit would run, in the same order
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to write
