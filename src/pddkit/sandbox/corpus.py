@@ -8,9 +8,14 @@ corpus of few long files is cut into sections first (consecutive paragraphs).
 from __future__ import annotations
 
 import ast
+import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import sysconfig
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,25 +79,90 @@ def _stdlib_root() -> Path:
 
 
 def _stdlib_module_docstrings() -> list[tuple[str, list[str]]]:
+    """(file relative to the standard library, its docstrings in ast.walk order) of every
+    module outside the test folders. Parsing is most of the sandbox's start-up (about 8 s
+    on one core): with two cores or more, a child process parses every other file."""
     root = _stdlib_root()
-    out = []
+    rels = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if any(p in ("test", "tests", "idle_test", "site-packages") for p in rel.parts):
-            continue
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (SyntaxError, ValueError):
-            continue
-        docs = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node, clean=True)
-                if doc:
-                    docs.append(re.sub(r"\s+", " ", doc).strip())
-        if docs:
-            out.append((str(rel), docs))
-    return out
+        if not any(p in ("test", "tests", "idle_test", "site-packages") for p in rel.parts):
+            rels.append(str(rel))
+    found: list[list[str]] = [[] for _ in rels]
+    child = _start_child(root, rels[1::2]) if (os.cpu_count() or 1) >= 2 else None
+    for i in range(0, len(rels), 2 if child is not None else 1):
+        found[i] = _docstrings(root / rels[i])
+    if child is not None:
+        answer = _answer(child)
+        if answer is None:  # the child failed: its files are parsed here
+            answer = [_docstrings(root / rel) for rel in rels[1::2]]
+        found[1::2] = answer
+    return [(rel, docs) for rel, docs in zip(rels, found) if docs]
+
+
+def _docstrings(path: Path) -> list[str]:
+    """The non-empty docstrings of a module, its classes and functions (ast.walk order,
+    cleaned, whitespace runs as one space); none for a file Python cannot parse."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+    except (SyntaxError, ValueError):
+        return []
+    docs = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=True)
+            if doc:
+                docs.append(re.sub(r"\s+", " ", doc).strip())
+    return docs
+
+
+def _start_child(root: Path, rels: list[str]):
+    """`python -m pddkit.sandbox.corpus`, parsing `rels` while this process parses the rest;
+    None when no child can be started (then everything is parsed here)."""
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "pddkit.sandbox.corpus"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+    payload = json.dumps({"root": str(root), "files": rels}).encode()
+    # written on a thread: a list longer than the pipe's buffer must not block this process
+    writer = threading.Thread(target=_feed, args=(child, payload), daemon=True)
+    writer.start()
+    return child, writer, len(rels)
+
+
+def _feed(child, payload: bytes) -> None:
+    try:
+        child.stdin.write(payload)
+        child.stdin.close()
+    except OSError:  # the child died: _answer says so
+        pass
+
+
+def _answer(started) -> list[list[str]] | None:
+    """The child's docstrings, one list per file it was given; None when it failed."""
+    child, writer, n = started
+    out = child.stdout.read()
+    child.wait()
+    writer.join()
+    try:
+        docs = json.loads(out) if child.returncode == 0 else None
+    except ValueError:
+        docs = None
+    if not isinstance(docs, list) or len(docs) != n:
+        logger.info("the docstrings' second process failed (code %s); parsing here",
+                    child.returncode)
+        return None
+    return docs
+
+
+def _child_main() -> None:
+    """{"root": ..., "files": [...]} on stdin; each file's docstrings, as JSON, on stdout."""
+    job = json.loads(sys.stdin.buffer.read())
+    root = Path(job["root"])
+    sys.stdout.write(json.dumps([_docstrings(root / rel) for rel in job["files"]]))
+    sys.stdout.flush()
 
 
 def stdlib_corpus(section_words: int = 200) -> Corpus:
@@ -162,3 +232,7 @@ def load_corpus(path: str | Path | None, section_words: int = 200) -> Corpus:
     if not docs:
         raise PddkitError(f"corpus {p} holds no text")
     return Corpus(str(p), tuple(docs), files=n_files, undecodable_files=undecodable)
+
+
+if __name__ == "__main__":  # the second process of _stdlib_module_docstrings
+    _child_main()
