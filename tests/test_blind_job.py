@@ -98,6 +98,51 @@ def test_a_cancelled_child_is_gone_with_its_files():
     assert child.poll() is not None and not folder.exists()
 
 
+def test_a_job_dropped_unanswered_stops_its_child():
+    import gc
+
+    job = BlindJob.start(_data(400), RunConfig(model="m"), None, where="process")
+    child, folder = job._child, job._dir
+    del job
+    gc.collect()  # e.g. a sandbox whose training failed, its jobs unasked
+    assert child.poll() is not None and not folder.exists()
+
+
+def test_a_job_started_before_the_run_is_taken_over_when_it_serves_it():
+    """The sandbox starts each window's baseline before training (run.start_blind_early);
+    the run takes it over only when it is this run's baseline: the same texts, labels
+    and blind settings; otherwise it is cancelled and the run starts its own."""
+    from pddkit.engine.pipeline import Given
+    from pddkit.engine.prepare import HeldOut
+    from pddkit.engine.run import blind_started, start_blind_early
+
+    data, cfg = _data(), RunConfig(model="m", n_bootstrap=20)
+    job = start_blind_early(data, cfg)
+    assert job.where == "process" and job._child is not None
+    held = HeldOut(data, ())
+    assert blind_started(job)(Given(data, RunConfig(model="other", n_bootstrap=20)), held).job is job
+    np.testing.assert_array_equal(job.result([]).scores,
+                                  BlindJob.start(data, cfg, None, "inline").result([]).scores)
+    relabelled = make_dataset("d", [Sample(s.id, s.text, 1 - s.label) for s in data.samples], [])
+    for other_data, other_cfg in ((relabelled, cfg), (data, RunConfig(model="m", seed=1)),
+                                  (data, RunConfig(model="m", blind_max_texts=20))):
+        job = start_blind_early(data, cfg)
+        child = job._child
+        started = blind_started(job)(Given(other_data, other_cfg), HeldOut(other_data, ())).job
+        assert started is not job and child.poll() is not None  # cancelled, a new one
+        started.cancel()
+    job = start_blind_early(data, cfg)
+    child = job._child
+    assert blind_started(job)(Given(data, RunConfig(model="m", blind=False)), held).job is None
+    assert child.poll() is not None
+    fresh = blind_started(None)(Given(data, cfg), held).job  # as without one
+    assert fresh is not None
+    fresh.cancel()
+    unlabelled = make_dataset("d", [Sample(s.id, s.text) for s in data.samples], [])
+    assert start_blind_early(unlabelled, cfg) is None
+    assert start_blind_early(data, RunConfig(model="m", blind=False)) is None
+
+
 @pytest.mark.slow
 def test_no_usable_interpreter_or_answer_means_computing_here(monkeypatch, tmp_path, caplog):
     import sys

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,17 @@ class BlindJob:
             job._spawn()
         return job
 
+    def serves(self, dataset: Dataset, config: RunConfig, test_idx: np.ndarray | None) -> bool:
+        """Whether this job's answer is the baseline of `dataset` under `config`: the same
+        texts, ids, labels, documents and subsets, the same test part, and the same seed,
+        bootstraps, sample size and cache (a job started before the run knew them)."""
+        mine, my_config, my_test = self._args
+        fields = ("seed", "n_bootstrap", "blind_max_texts", "cache")
+        return (_inputs(mine) == _inputs(dataset)
+                and all(getattr(my_config, f) == getattr(config, f) for f in fields)
+                and (my_test is None) == (test_idx is None)
+                and (test_idx is None or np.array_equal(my_test, test_idx)))
+
     def _work(self) -> None:
         t0 = time.perf_counter()
         try:
@@ -93,6 +105,9 @@ class BlindJob:
                 self._cleanup()
                 self.where = "inline"
                 return
+        # a job dropped unanswered (its run failed before asking) stops its child and
+        # removes its folder when it is collected, or at exit
+        self._stop = weakref.finalize(self, _stop_child, self._child, self._dir)
         self._payload = pickle.dumps(self._args, protocol=pickle.HIGHEST_PROTOCOL)
         # written on a thread: a payload larger than the pipe's buffer must not block the run
         self._writer = threading.Thread(target=self._write, daemon=True)
@@ -134,6 +149,9 @@ class BlindJob:
             self._result = value
 
     def _cleanup(self) -> None:
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.detach()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def result(self, notices: list[str]) -> MethodResult:
@@ -155,11 +173,15 @@ class BlindJob:
     def cancel(self) -> None:
         """Stop a child that is no longer wanted (the run failed before asking for it)."""
         if self._child is not None:
-            if self._child.poll() is None:
-                self._child.kill()
-                self._child.wait()
-            self._cleanup()
+            self._stop()
             self._child = None
+
+
+def _stop_child(child: subprocess.Popen, folder: Path) -> None:
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 MANY_CORES = 8  # a CPU-only forward pass hardly misses one core out of this many
@@ -275,6 +297,11 @@ def _memo_holds(dataset: Dataset, config: RunConfig) -> bool:
     memo, key = _blind_memo(config, _model(config), [s.text for s in samples],
                             np.asarray(dataset.labels), _groups(samples))
     return memo.get_result("blind", key) is not None
+
+
+def _inputs(dataset: Dataset) -> list[tuple]:
+    """What the baseline reads of each text."""
+    return [(s.id, s.text, s.label, s.group, s.subset) for s in dataset.samples]
 
 
 def _groups(samples) -> list[str] | None:

@@ -76,6 +76,33 @@ def start_blind(given: Given, held: HeldOut) -> BlindStart:
                                      model_given=given.model is not None))
 
 
+def start_blind_early(dataset: Dataset, config: RunConfig) -> BlindJob | None:
+    """`dataset`'s blind baseline started now in a child process, before the run that takes
+    it over (`blind_started`): the sandbox starts it before training the model it
+    evaluates; None where the run would start none (the run then says why)."""
+    if not (dataset.labelled and config.blind) or unfit_reason(dataset) is not None:
+        return None
+    return BlindJob.start(dataset, config, None, where="process")
+
+
+def blind_started(job: BlindJob | None) -> Callable[[Given, HeldOut], BlindStart]:
+    """A "start blind baseline" stage (pipeline.replaced) that takes over `job`, started
+    before the run (`start_blind_early`); a job whose inputs are not this run's is
+    cancelled, and the stage starts the baseline as usual."""
+
+    def stage(given: Given, held: HeldOut) -> BlindStart:
+        if job is not None and held.dataset.labelled and given.config.blind and job.serves(
+                held.dataset, given.config, held.test_idx):
+            return BlindStart(job)
+        if job is not None:
+            logger.debug("the blind baseline started before the run is not this run's: "
+                         "started again")
+            job.cancel()
+        return start_blind(given, held)
+
+    return stage
+
+
 def cancel_blind(blind: BlindStart) -> None:
     if blind.job is not None:  # the run failed: nobody will ask for it now
         blind.job.cancel()

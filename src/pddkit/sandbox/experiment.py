@@ -252,8 +252,9 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                         device: str, csplit=None, strap=None) -> dict:
     from pddkit.backends.hf_loading import load_model
     from pddkit.engine.config import RunConfig
+    from pddkit.engine.pipeline import replaced
     from pddkit.engine.plan import needs_of
-    from pddkit.engine.run import run_dataset
+    from pddkit.engine.run import STAGES, blind_started, run_dataset, start_blind_early
     from pddkit.engine.stages import REPORT, Stage, run_stages
     from pddkit.methods.base import Need
     from pddkit.reporting.report import report_stage
@@ -293,6 +294,10 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                 f" from {cfg.base_model}" if cfg.base_model else "", len(split.members),
                 cfg.repeats, cfg.background, sum(occurrences or ()),
                 len(strap.rows) if strap else 0, cfg.epochs, cfg.learning_rate)
+    # the blind baselines need no model: started now, they run beside the training
+    early = {w: start_blind_early(datasets[w], RunConfig(model=str(run_dir), seed=cfg.seed,
+                                                         n_bootstrap=cfg.n_bootstrap))
+             for w in cfg.windows}
     if cfg.base_model:
         model = load_model(cfg.base_model, device=device, dtype="float32", role="base model").model
     else:
@@ -312,7 +317,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
     freq = str(out / "freq.npz") if (Need.FREQUENCY in needs
                                      or "classifier" in cfg.documents) else None
 
-    def score(dataset, wdir: Path, what: str, prefix_data: Path | None = None):
+    def score(dataset, wdir: Path, what: str, prefix_data: Path | None = None, blind=None):
         nonlocal probe_load
         rc = RunConfig(model=str(target_dir), methods=cfg.methods, ref_model=ref_name,
                        freq=freq, batch_size=32, device=device,
@@ -326,7 +331,8 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
         # the scores are written before the optional stages (blind baseline, documents,
         # report): a stage that fails is a notice, and every score is kept
         result = run_dataset(dataset, rc, model=lm, ref_model=ref_lm,
-                             on_scored=lambda r: write_run(r, wdir))
+                             on_scored=lambda r: write_run(r, wdir),
+                             stages=replaced(STAGES, "start blind baseline", blind_started(blind)))
         wdir = write_run(result, wdir)
         if result.probe is not None:
             probe_load = str(wdir / "probe")
@@ -344,7 +350,7 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
         }
 
     per_window = {str(w): score(datasets[w], run_dir / f"window-{w}", f"{w}-word windows",
-                                pools.get(w))[1]
+                                pools.get(w), early[w])[1]
                   for w in cfg.windows}
     # folders relative to the sandbox folder: it can be moved and still rebuild its reports
     entry = {"name": run_dir.name, "dir": run_dir.relative_to(out).as_posix(),
