@@ -102,6 +102,20 @@ def shared_build(tmp_path_factory, name: str, build) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def _blind_baseline_inline_beside_other_workers(request, monkeypatch):
+    """With parallel workers (make test: -n 2) no core is idle: a run's blind baseline is
+    fitted inline instead of in a child process (engine/blind_job.py `where_to_run`), which
+    would only add an interpreter's start and imports on a core another worker uses. Its
+    scores are the same either way (tests/test_blind_job.py, which keeps the default)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and request.path.name != "test_blind_job.py":
+        from pddkit.engine import blind_job
+
+        where = blind_job.where_to_run
+        monkeypatch.setattr(blind_job, "where_to_run", lambda config, model_given=False: (
+            "inline" if where(config, model_given) == "process" else where(config, model_given)))
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local Ray (2 CPUs) per test session (per xdist worker), started on first use and
