@@ -101,7 +101,8 @@ def test_a_cancelled_child_is_gone_with_its_files():
 def test_a_job_dropped_unanswered_stops_its_child():
     import gc
 
-    job = BlindJob.start(_data(400), RunConfig(model="m"), None, where="process")
+    # 4,000 texts: more than a pipe holds, so the thread feeding the child is still writing
+    job = BlindJob.start(_data(4000), RunConfig(model="m"), None, where="process")
     child, folder = job._child, job._dir
     del job
     gc.collect()  # e.g. a sandbox whose training failed, its jobs unasked

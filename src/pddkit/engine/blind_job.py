@@ -108,17 +108,12 @@ class BlindJob:
         # a job dropped unanswered (its run failed before asking) stops its child and
         # removes its folder when it is collected, or at exit
         self._stop = weakref.finalize(self, _stop_child, self._child, self._dir)
-        self._payload = pickle.dumps(self._args, protocol=pickle.HIGHEST_PROTOCOL)
-        # written on a thread: a payload larger than the pipe's buffer must not block the run
-        self._writer = threading.Thread(target=self._write, daemon=True)
+        payload = pickle.dumps(self._args, protocol=pickle.HIGHEST_PROTOCOL)
+        # written on a thread: a payload larger than the pipe's buffer must not block the
+        # run; the thread holds the child and the bytes, not the job (which stays
+        # collectable, so that its finaliser can stop a child nobody will ask)
+        self._writer = threading.Thread(target=_write, args=(self._child, payload), daemon=True)
         self._writer.start()
-
-    def _write(self) -> None:
-        try:
-            self._child.stdin.write(self._payload)
-            self._child.stdin.close()
-        except (BrokenPipeError, OSError):  # the child died: result() says why
-            pass
 
     def _collect(self) -> None:
         self._child.wait()
@@ -175,6 +170,14 @@ class BlindJob:
         if self._child is not None:
             self._stop()
             self._child = None
+
+
+def _write(child: subprocess.Popen, payload: bytes) -> None:
+    try:
+        child.stdin.write(payload)
+        child.stdin.close()
+    except (BrokenPipeError, OSError):  # the child died: result() says why
+        pass
 
 
 def _stop_child(child: subprocess.Popen, folder: Path) -> None:
