@@ -51,6 +51,7 @@ class BlindJob:
         self._result: MethodResult | None = None
         self._error: BaseException | None = None
         self._child: subprocess.Popen | None = None
+        self._stop: weakref.finalize | None = None  # stops the child of a job dropped unasked
         self.seconds = 0.0
         self._thread = threading.Thread(target=self._work, name="pddkit-blind", daemon=True)
 
@@ -144,9 +145,8 @@ class BlindJob:
             self._result = value
 
     def _cleanup(self) -> None:
-        stop = getattr(self, "_stop", None)
-        if stop is not None:
-            stop.detach()
+        if self._stop is not None:
+            self._stop.detach()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def result(self, notices: list[str]) -> MethodResult:

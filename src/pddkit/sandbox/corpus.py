@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import sysconfig
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,33 +118,20 @@ def _docstrings(path: Path) -> list[str]:
 def _start_child(root: Path, rels: list[str]):
     """`python -m pddkit.sandbox.corpus`, parsing `rels` while this process parses the rest;
     None when no child can be started (then everything is parsed here)."""
-    try:
-        child = subprocess.Popen([sys.executable, "-m", "pddkit.sandbox.corpus"],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    try:  # the files as arguments (a few hundred short relative paths)
+        child = subprocess.Popen([sys.executable, "-m", "pddkit.sandbox.corpus", str(root), *rels],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
     except OSError:
         return None
-    payload = json.dumps({"root": str(root), "files": rels}).encode()
-    # written on a thread: a list longer than the pipe's buffer must not block this process
-    writer = threading.Thread(target=_feed, args=(child, payload), daemon=True)
-    writer.start()
-    return child, writer, len(rels)
-
-
-def _feed(child, payload: bytes) -> None:
-    try:
-        child.stdin.write(payload)
-        child.stdin.close()
-    except OSError:  # the child died: _answer says so
-        pass
+    return child, len(rels)
 
 
 def _answer(started) -> list[list[str]] | None:
     """The child's docstrings, one list per file it was given; None when it failed."""
-    child, writer, n = started
+    child, n = started
     out = child.stdout.read()
     child.wait()
-    writer.join()
     try:
         docs = json.loads(out) if child.returncode == 0 else None
     except ValueError:
@@ -158,10 +144,9 @@ def _answer(started) -> list[list[str]] | None:
 
 
 def _child_main() -> None:
-    """{"root": ..., "files": [...]} on stdin; each file's docstrings, as JSON, on stdout."""
-    job = json.loads(sys.stdin.buffer.read())
-    root = Path(job["root"])
-    sys.stdout.write(json.dumps([_docstrings(root / rel) for rel in job["files"]]))
+    """ROOT FILE...: each file's docstrings, as JSON, on stdout."""
+    root = Path(sys.argv[1])
+    sys.stdout.write(json.dumps([_docstrings(root / rel) for rel in sys.argv[2:]]))
     sys.stdout.flush()
 
 

@@ -295,9 +295,9 @@ def _train_and_evaluate(cfg: SandboxConfig, split, tok, ref_lm, out: Path, run_d
                 cfg.repeats, cfg.background, sum(occurrences or ()),
                 len(strap.rows) if strap else 0, cfg.epochs, cfg.learning_rate)
     # the blind baselines need no model: started now, they run beside the training
-    early = {w: start_blind_early(datasets[w], RunConfig(model=str(run_dir), seed=cfg.seed,
-                                                         n_bootstrap=cfg.n_bootstrap))
-             for w in cfg.windows}
+    blind_config = RunConfig(model=str(run_dir / "target-model"), seed=cfg.seed,
+                             n_bootstrap=cfg.n_bootstrap)  # the run's blind settings
+    early = {w: start_blind_early(datasets[w], blind_config) for w in cfg.windows}
     if cfg.base_model:
         model = load_model(cfg.base_model, device=device, dtype="float32", role="base model").model
     else:
