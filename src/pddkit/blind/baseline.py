@@ -47,6 +47,7 @@ from pddkit.blind.features import date_matrix, style_features
 from pddkit.blind.folds import folds as _folds
 from pddkit.blind.folds import stratified_sample
 from pddkit.blind.greedy import GreedyWords
+from pddkit.blind.lean_fits import lean_sklearn, naive_bayes_log_odds, roc_auc
 from pddkit.blind.neighbours import NeighbourGraph, NeighbourVote
 from pddkit.blind.requirements import TOO_FEW, word_shortage
 from pddkit.errors import PddkitError
@@ -82,7 +83,8 @@ def _fit_score(model, X, y, Xt, value) -> np.ndarray:
     no feature column: texts whose words all fell in the other folds."""
     if getattr(X, "ndim", 1) == 2 and X.shape[1] == 0:
         return np.zeros(Xt.shape[0])
-    return model.fit_score(X, y, Xt, value)
+    with lean_sklearn():  # the matrices are built here: no input checks per fit
+        return model.fit_score(X, y, Xt, value)
 
 
 class _Features:
@@ -144,11 +146,7 @@ class _BowNB:
         return lambda rows: self.f.word12_bow[rows][:, keep]
 
     def fit_score(self, X, y, Xt, alpha: float) -> np.ndarray:
-        from sklearn.naive_bayes import MultinomialNB
-
-        nb = MultinomialNB(alpha=alpha).fit(X, y)
-        lp = nb.predict_joint_log_proba(Xt)
-        return lp[:, 1] - lp[:, 0]
+        return naive_bayes_log_odds(X, y, Xt, alpha)  # MultinomialNB's, to the last bit
 
 
 class _DatesLR:
@@ -269,7 +267,6 @@ class BlindBaseline:
         `train` only (of a stratified sample of it past `inner_max_texts`); returns (chosen
         values, meta model, base models fitted on `train`, their labels)."""
         from sklearn.linear_model import LogisticRegression
-        from sklearn.metrics import roc_auc_score
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
@@ -297,12 +294,14 @@ class BlindBaseline:
                         oof[m.name][j, ite] = _fit_score(m, X, y[rows], Xt, v)
             Z = []
             for m, grid in models:
-                aucs = [roc_auc_score(ys, s) for s in oof[m.name]]
+                aucs = [roc_auc(ys, s) for s in oof[m.name]]
                 j = int(np.argmax(aucs))
                 chosen[m.name] = grid[j]
                 Z.append(oof[m.name][j])
-            meta = make_pipeline(StandardScaler(), LogisticRegression(C=self.meta_C, max_iter=2000)
-                                 ).fit(np.stack(Z, 1), ys)                  # Z: [n_sub, models]
+            with lean_sklearn():
+                meta = make_pipeline(StandardScaler(),
+                                     LogisticRegression(C=self.meta_C, max_iter=2000)
+                                     ).fit(np.stack(Z, 1), ys)              # Z: [n_sub, models]
         else:  # too few texts for inner folds: first grid values, mean of the raw scores
             chosen = {m.name: grid[0] for m, grid in models}
         fitted = [(m, train, chosen[m.name]) for m, _ in models]
@@ -320,7 +319,8 @@ class BlindBaseline:
         Z = np.stack(Z, 1)                                                  # [n_rows, models]
         if meta is None:
             return 1.0 / (1.0 + np.exp(-Z.mean(axis=1)))
-        return meta.predict_proba(Z)[:, 1]
+        with lean_sklearn():
+            return meta.predict_proba(Z)[:, 1]
 
     # -- public interface -------------------------------------------------------------------
     def fit(self, texts: Sequence[str], labels: Sequence[int],
