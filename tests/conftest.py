@@ -104,9 +104,10 @@ def shared_build(tmp_path_factory, name: str, build) -> Path:
 
 @pytest.fixture(autouse=True)
 def _blind_baseline_inline_beside_other_workers(request, monkeypatch):
-    """With parallel workers (make test: -n 2) no core is idle: a run's blind baseline is
-    fitted inline instead of in a child process (engine/blind_job.py `where_to_run`), which
-    would only add an interpreter's start and imports on a core another worker uses. Its
+    """With parallel workers (make test: -n 2) no core is idle: a run's blind baseline (and
+    one the sandbox starts before training) is fitted inline instead of in a child process
+    (engine/blind_job.py `where_to_run`, `BlindJob.start`), which would only add an
+    interpreter's start and imports on a core another worker uses. Its
     scores are the same either way (tests/test_blind_job.py, which keeps the default)."""
     if os.environ.get("PYTEST_XDIST_WORKER") and request.path.name != "test_blind_job.py":
         from pddkit.engine import blind_job
@@ -114,6 +115,13 @@ def _blind_baseline_inline_beside_other_workers(request, monkeypatch):
         where = blind_job.where_to_run
         monkeypatch.setattr(blind_job, "where_to_run", lambda config, model_given=False: (
             "inline" if where(config, model_given) == "process" else where(config, model_given)))
+        start = blind_job.BlindJob.start.__func__  # the sandbox's early start asks for a process
+
+        def start_here(cls, dataset, config, test_idx, where=None, model_given=False):
+            return start(cls, dataset, config, test_idx,
+                         "inline" if where == "process" else where, model_given)
+
+        monkeypatch.setattr(blind_job.BlindJob, "start", classmethod(start_here))
 
 
 @pytest.fixture(scope="session")
