@@ -230,17 +230,18 @@ def test_outputs_and_browser(tmp_path):
 
 # -- ground truth -----------------------------------------------------------------------
 # Two books' chunks (20 of Doyle, 20 of Austen, 64 words each) train a tiny model (50
-# epochs); then gradient ascent (3 Adam steps maximising the LM loss, lr 1e-3) is applied
-# to a seeded random half of the 40 chunks. Three seeds (each its own initial weights,
-# training order and unlearned half): the ratio separates unlearned from kept chunks on
-# every seed (kept-vs-unlearned AUC; figures in README, `pytest tests/test_compare.py -m
-# slow -s` prints them). The ascent also degrades the model in general, so kept chunks
-# drift too, but less.
+# epochs, batches of 4 blocks of 128 tokens: batches of 2 took 35% longer and held the same
+# assertions); then gradient ascent (3 Adam steps maximising the LM loss, lr 1e-3) is
+# applied to a seeded random half of the 40 chunks. Three seeds (each its own initial
+# weights, training order and unlearned half): the ratio separates unlearned from kept
+# chunks on every seed (kept-vs-unlearned AUC; figures in docs/guides/compare.md, `pytest
+# tests/test_compare.py -m slow -s` prints them). The ascent also degrades the model in
+# general, so kept chunks drift too, but less.
 
 WORDS = 64
 GT_BAND = 1.15
 GT_SEEDS = (0, 1, 2)
-GT_MIN_AUC = 0.85  # on every seed (measured 0.922, 0.963, 0.980: README)
+GT_MIN_AUC = 0.85  # on every seed (measured 1.000, 0.970, 0.943: docs/guides/compare.md)
 
 
 @dataclass(frozen=True)
@@ -325,7 +326,7 @@ def _unlearn_world(tmp_path_factory, seed: int) -> UnlearnWorld:
     tok = train_bpe_tokenizer([" ".join(words_of("Poe, Edgar Allan"))], vocab_size=1024)
     model = build_gpt2(tok, n_layer=2, n_embd=64, n_positions=256, seed=seed)
     order = [c.text for pair in zip(chunks[:20], chunks[20:]) for c in pair]
-    train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=2, seed=seed, context=128)
+    train_causal_lm(model, tok, order, epochs=50, lr=3e-3, batch_size=4, seed=seed, context=128)
     original = save(model, tok, tmp / "original")
     ids = [c.id for c in chunks]
     random.Random(seed).shuffle(ids)
