@@ -131,8 +131,11 @@ def local_ray():
     5-10 s on 2 cores, once instead of once per test file. RayExecutor finds it running
     and uses it (its own `ray.init` is skipped when Ray is initialised)."""
     ray = pytest.importorskip("ray")  # installed by `make test` (the test extra)
+    from pddkit.engine.executors_ray import keep_actors
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
+    with keep_actors():  # a run's actors serve the next test's run (no new interpreters)
+        yield ray
     ray.shutdown()
 
 

@@ -37,6 +37,16 @@ class CrashingWorker(StatsWorker):
         return super().stats(seqs)
 
 
+class PidWorker(StatsWorker):
+    """A StatsWorker that says which process it is and which model it has built."""
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def built(self) -> str | None:
+        return None if self._built is None else self.spec.model
+
+
 # Ray's workers cannot import this test module: CrashingWorker travels by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -142,6 +152,79 @@ def test_a_batch_that_kills_its_actor_twice_is_one_sentence_naming_its_texts(loc
     assert "poison" in named and len(named) == 2 and "\n" not in msg  # its batch: two texts
     assert deaths.read_text().count("died") == 2
     ex.close()
+
+
+@pytest.mark.slow
+def test_actors_move_to_another_model_in_their_process_and_keep_actors_hands_them_on(
+        local_ray, model_dir, tmp_path, monkeypatch):
+    """A pass of another model moves the same actor to it (the old model dropped first);
+    with keep_actors() open (local_ray opens it for the session), a run's actor waits for
+    the next run, which takes it over with statistics equal to the local engine's; a failed
+    run's actor, or any run's outside keep_actors(), stops."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from pddkit.backends.hf import HFBackend
+    from pddkit.engine import executors_ray
+    from pddkit.engine.executors import LocalExecutor
+    from pddkit.engine.executors_ray import RayExecutor
+
+    other = tmp_path / "other"
+    torch.manual_seed(1)
+    GPT2LMHeadModel(GPT2Config(vocab_size=50257, n_layer=1, n_embd=16, n_head=2,
+                               n_positions=64)).save_pretrained(other)
+    for f in model_dir.glob("*"):  # the same tokenizer
+        if not f.name.startswith(("model", "config")):
+            shutil.copy(f, other / f.name)
+    texts, names = gutenberg_paragraphs(3, seed=2), ["a", "b", "c"]
+
+    def backend(d):
+        return HFBackend.load(str(d), device="cpu", dtype="float32", batch_size=2, engine="ray")
+
+    def actor_facts(ex):
+        actor = ex._pool.actors[0]
+        return ray.get(actor.pid.remote()), ray.get(actor.built.remote())
+
+    first = RayExecutor(actors=1, worker=PidWorker)
+    first.token_stats(backend(model_dir), texts, names, "target pass")
+    pid, built = actor_facts(first)
+    assert built == str(model_dir)
+    first.token_stats(backend(other), texts, names, "reference pass")
+    assert actor_facts(first) == (pid, str(other))  # the same process, the other model
+    first.close()
+    assert executors_ray._parked is not None and len(executors_ray._parked) >= 1
+    second = RayExecutor(actors=1, worker=PidWorker)
+    got = second.token_stats(backend(model_dir), texts, names, "target pass")
+    assert actor_facts(second) == (pid, str(model_dir))  # taken over, moved back
+    want = LocalExecutor().token_stats(
+        HFBackend.load(str(model_dir), device="cpu", dtype="float32", batch_size=2),
+        texts, names, "target pass")
+    same(want, got)
+    actor = second._pool.actors[0]
+    second.close(failed=True)  # a failed run: its actor stops
+    assert stops(actor)
+    monkeypatch.setattr(executors_ray, "_parked", None)  # outside keep_actors()
+    third = RayExecutor(actors=1, worker=PidWorker)
+    third.token_stats(backend(model_dir), texts, names, "target pass")
+    actor = third._pool.actors[0]
+    assert ray.get(actor.pid.remote()) != pid  # a new actor (the one before stopped)
+    third.close()
+    assert stops(actor)
+
+
+def stops(actor, within: float = 60.0) -> bool:
+    """Whether the actor is gone within `within` seconds (ray.kill is asynchronous: a call
+    made just after it may still be answered)."""
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=within)
+        except ray.exceptions.RayActorError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_a_model_in_memory_is_one_sentence(local_ray, model_dir):

@@ -43,6 +43,9 @@ class Executor(Protocol):
                seeds: Sequence[int]):
         """`n` continuations of each prompt (backends.sampling.Sampled), seeded per prompt."""
 
+    def close(self, failed: bool = False) -> None:
+        """The run's passes are over (`failed`: one raised): free what runs them."""
+
 
 class LocalExecutor:
     """Encode here, one batched statistics pass here."""
@@ -72,6 +75,9 @@ class LocalExecutor:
                seeds: Sequence[int]):
         return backend.sample(prompts, n, top_k, top_p, temperature, max_new_tokens, seeds,
                               names=names)
+
+    def close(self, failed: bool = False) -> None:
+        """Nothing to free: the backends are the run's (closed by it)."""
 
 
 def make_executor(config) -> Executor:

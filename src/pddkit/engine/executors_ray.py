@@ -20,16 +20,21 @@ nor retries their tasks (max_restarts=0, max_task_retries=0), so the driver alwa
 which batch an actor died on.
 
 One actor pool (one model load per actor) serves every pass of a backend; a pass of
-another backend (the reference model) replaces it, so that one GPU never holds two pools.
+another backend (the reference model) moves the same actors to it (the old model freed
+before the new one loads, so that one GPU never holds two models; no new processes).
+At the end of a run the actors stop, unless `keep_actors()` is open: then the next run
+with as many actors, GPUs and threads takes them over (a notebook's second `evaluate`, a
+test session), and they stop when it closes.
 Behind the cache, the driver writes the new statistics as they come back, chunk by chunk
 (one writer, so the actors need neither the cache folder - on a cluster, often not their
 disk - nor locks), and a killed run keeps every chunk it finished."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
-from collections.abc import Sequence, Set
+from collections.abc import Iterator, Sequence, Set
 
 from pddkit import progress
 from pddkit.backends.base import Backend, BackendSpec, Encoded
@@ -45,6 +50,38 @@ from pddkit.errors import PddkitError, install_hint
 from pddkit.stats import ON_REQUEST, TokenStats
 
 logger = logging.getLogger(__name__)
+
+
+# while keep_actors() is open: (worker class, actors, GPUs per actor, threads) -> an idle
+# pool and the Ray job it belongs to; None when it is closed
+_parked: dict[tuple, tuple[str, ActorPool]] | None = None
+
+
+@contextlib.contextmanager
+def keep_actors() -> Iterator[None]:
+    """Within this context a run's Ray actors outlive it, model loaded, and the next run
+    with as many actors, GPUs per actor and threads takes them over (its interpreters,
+    imports and, for the same model, the loaded weights kept); they stop when a run needs
+    actors of another shape (whose CPUs or GPUs they hold) and when the context closes.
+    Outside it (the default), each run stops its actors when it ends."""
+    global _parked
+    if _parked is not None:  # nested: the outer context keeps them
+        yield
+        return
+    _parked = {}
+    try:
+        yield
+    finally:
+        _stop_parked()
+        _parked = None
+
+
+def _stop_parked() -> None:
+    """Stop every idle pool keep_actors() holds."""
+    while _parked:
+        _job, pool = _parked.popitem()[1]
+        with contextlib.suppress(Exception):  # Ray may be down already
+            pool.close()
 
 
 def _ray():
@@ -113,20 +150,43 @@ class RayExecutor:
             self._identities[spec] = self._pool_for(spec).identity()
         return self._identities[spec]
 
+    def _key(self) -> tuple:
+        return (self.worker, self.actors, self.gpus, self.threads if not self.gpus else 0)
+
+    def _job(self) -> str:
+        return str(self.ray.get_runtime_context().get_job_id())
+
     def _pool_for(self, spec: BackendSpec) -> ActorPool:
-        if self._pool is None or self._pool.spec != spec:
-            self.close()
+        if self._pool is None:
             self._init()
-            logger.info("starting %d Ray actor(s) for %s", self.actors, spec.model)
-            self._pool = ActorPool(self.ray, self.worker, spec, self.actors, self.gpus,
-                               self.threads if not self.gpus else 0)
+            job, parked = (_parked or {}).pop(self._key(), (None, None))
+            if parked is not None and job == self._job():
+                logger.info("taking over %d idle Ray actor(s) for %s", self.actors, spec.model)
+                self._pool = parked
+            else:
+                _stop_parked()  # idle actors of another shape hold CPUs or GPUs this pool needs
+                logger.info("starting %d Ray actor(s) for %s", self.actors, spec.model)
+                self._pool = ActorPool(self.ray, self.worker, spec, self.actors, self.gpus,
+                                       self._key()[3])
+        if self._pool.spec != spec:
+            self._pool.switch(spec)
         return self._pool
 
-    def close(self) -> None:
-        """Stop the actors (and free what they hold)."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+    def close(self, failed: bool = False) -> None:
+        """The run is over: stop the actors (and free what they hold), or, while
+        `keep_actors()` is open and the run did not fail, leave them idle for the next run."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if (not failed and _parked is not None and self.ray.is_initialized()
+                and self._key() not in _parked):
+            _parked[self._key()] = (self._job(), pool)
+        else:
+            pool.close()
+
+    def _abandon(self) -> None:
+        """A pass failed: stop the actors whatever else is open (one may be busy still)."""
+        self.close(failed=True)
 
     def token_stats(self, backend: Backend, texts: Sequence[str], names: Sequence[str],
                     desc: str, fields: Set[str] = frozenset()) -> list[TokenStats]:
@@ -233,10 +293,10 @@ class RayExecutor:
         batches = [order[b:b + size] for b in range(0, len(order), size)]
         bar = progress.bar(total=len(ids), desc=desc, unit="text")
         if not batches:
-            return PassStream(iter(()), batches, bar, self.close)
+            return PassStream(iter(()), batches, bar, self._abandon)
         pool = self._pool_for(spec)
         logger.info("%s: %d texts in %d batches on %d Ray actor(s)", desc, len(ids), len(batches),
                     self.actors)
         rows = pool.run([[list(map(int, ids[i])) for i in batch] for batch in batches],
                         [[labels[i] for i in batch] for batch in batches], desc, prefix, fields)
-        return PassStream(rows, batches, bar, self.close)
+        return PassStream(rows, batches, bar, self._abandon)

@@ -1,8 +1,9 @@
 """The Ray engine's actors and what comes back from them (engine/executors_ray.py drives
 them; this module never imports ray: the executor hands it the module). StatsWorker is one
 actor: a backend built from its picklable spec when first asked, running the local
-statistics pass on exactly the batch it is given. ActorPool keeps `size` of them for one
-backend spec, one batch at a time per actor; an actor that dies is replaced and its batch
+statistics pass on exactly the batch it is given, and moved to another spec in the same
+process (`use`). ActorPool keeps `size` of them for one backend spec at a time, one batch
+at a time per actor; an actor that dies is replaced and its batch
 sent once more, and a batch that kills MAX_DEATHS actors ends the run with one sentence
 naming its texts. PassStream reads a pass's batches as they finish, and token_stats_from
 turns an actor's arrays back into the TokenStats the local pass gives."""
@@ -46,6 +47,21 @@ class StatsWorker:
             self._built = self.spec.build()
         return self._built
 
+    def use(self, spec: BackendSpec) -> None:
+        """Serve `spec` from now on (another model, or the same): a backend built for
+        another spec is dropped and its memory freed before the new one is built, when first
+        asked, in this same process (its interpreter, imports and threads kept)."""
+        if spec == self.spec:
+            return
+        self.spec, self._built = spec, None
+        import gc
+        import sys
+
+        gc.collect()  # the old model's tensors, held in reference cycles by some modules
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def identity(self) -> tuple[str, dict | None]:
         """The backend's fingerprint and facts, as computed where the statistics are."""
         backend = self.backend()
@@ -82,7 +98,8 @@ def _names(labels: Sequence[str]) -> str:
 
 
 class ActorPool:
-    """`size` actors of `worker` for one backend spec, each running one batch at a time."""
+    """`size` actors of `worker` for one backend spec at a time (`switch` moves them to
+    another), each running one batch at a time."""
 
     def __init__(self, ray, worker: type, spec: BackendSpec, size: int, gpus: float,
                  threads: int) -> None:
@@ -97,6 +114,19 @@ class ActorPool:
     def replace(self, slot: int) -> None:
         self.ray.kill(self.actors[slot], no_restart=True)
         self.actors[slot] = self._new()
+
+    def switch(self, spec: BackendSpec) -> None:
+        """The same actors serve `spec` from now on (StatsWorker.use: the old model freed
+        first, so a device never holds both); an actor found dead is replaced."""
+        self.spec = spec
+        refs = [actor.use.remote(spec) for actor in self.actors]
+        for slot, ref in enumerate(refs):
+            try:
+                self.ray.get(ref)
+            except self.ray.exceptions.RayActorError:
+                self.replace(slot)
+            except self.ray.exceptions.RayError as e:
+                raise PddkitError(f"a Ray actor failed: {actor_error(e)}") from None
 
     def close(self) -> None:
         for actor in self.actors:

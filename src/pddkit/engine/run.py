@@ -122,6 +122,7 @@ def pass_texts(given: Given, planned: Planned, held: HeldOut) -> Passed:
 
     if Need.REFERENCE in plan.needs and given.ref_model is None:
         _check_reference_source(config)  # not after the target has loaded and scored
+    failed = True
     try:
         target = load("model", planned.model)
         load_time = time.perf_counter() - t0
@@ -146,10 +147,12 @@ def pass_texts(given: Given, planned: Planned, held: HeldOut) -> Passed:
             "val_data": 0 if val_dataset is None else val_dataset.meta.get("left_out_overlapping", 0),
             "probe_data": 0 if aux is None else aux.meta.get("left_out_overlapping", 0)}
         run_passes(ctx, plan.passes())
+        failed = False
     finally:
         for b in opened:  # the statistics cache writes what it holds
             if hasattr(b, "store"):
                 b.close()
+        executor.close(failed=failed)  # the Ray engine's actors stop (or wait: keep_actors)
     return Passed(ctx, tuple(opened))
 
 
