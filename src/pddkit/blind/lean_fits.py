@@ -24,8 +24,9 @@ import numpy as np
 
 
 def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
-    """sklearn.metrics.roc_auc_score(labels, scores) for labels in {0, 1}; NaN (as
-    scikit-learn returns, with a warning) when one class is missing."""
+    """sklearn.metrics.roc_auc_score(labels, scores) for labels in {0, 1}; NaN when one
+    class is missing (recent scikit-learn returns NaN with a warning, older versions raise;
+    the baseline's folds always hold both classes)."""
     from scipy.integrate import trapezoid  # what scikit-learn's `auc` integrates with
 
     y = np.asarray(labels)

@@ -59,9 +59,10 @@ _parked: dict[tuple, tuple[str, ActorPool]] | None = None
 
 @contextlib.contextmanager
 def keep_actors() -> Iterator[None]:
-    """Within this context a run's Ray actors outlive it, model loaded, and the next run
-    with as many actors, GPUs per actor and threads takes them over (its interpreters,
-    imports and, for the same model, the loaded weights kept); they stop when a run needs
+    """Within this context a run's Ray actors outlive it, their model freed, and the next
+    run with as many actors, GPUs per actor and threads takes them over (their interpreters
+    and imports kept; the model loaded anew, so a folder rewritten between two runs is read
+    as it is now); they stop when a run needs
     actors of another shape (whose CPUs or GPUs they hold) and when the context closes.
     Outside it (the default), each run stops its actors when it ends."""
     global _parked
@@ -154,7 +155,10 @@ class RayExecutor:
         return (self.worker, self.actors, self.gpus, self.threads if not self.gpus else 0)
 
     def _job(self) -> str:
-        return str(self.ray.get_runtime_context().get_job_id())
+        """This Ray session's job (a restarted local Ray numbers its jobs anew: the node id,
+        random at each start, tells two sessions apart)."""
+        ctx = self.ray.get_runtime_context()
+        return f"{ctx.get_job_id()}/{ctx.get_node_id()}"
 
     def _pool_for(self, spec: BackendSpec) -> ActorPool:
         if self._pool is None:
@@ -164,6 +168,9 @@ class RayExecutor:
                 logger.info("taking over %d idle Ray actor(s) for %s", self.actors, spec.model)
                 self._pool = parked
             else:
+                if parked is not None:  # another Ray session's: its handles are stale
+                    with contextlib.suppress(Exception):
+                        parked.close()
                 _stop_parked()  # idle actors of another shape hold CPUs or GPUs this pool needs
                 logger.info("starting %d Ray actor(s) for %s", self.actors, spec.model)
                 self._pool = ActorPool(self.ray, self.worker, spec, self.actors, self.gpus,
@@ -180,6 +187,11 @@ class RayExecutor:
             return
         if (not failed and _parked is not None and self.ray.is_initialized()
                 and self._key() not in _parked):
+            try:  # idle actors hold no model: the next run loads its own, read anew from disk
+                pool.switch(None)
+            except Exception:  # an actor that cannot even be reached: stop them all
+                pool.close()
+                return
             _parked[self._key()] = (self._job(), pool)
         else:
             pool.close()

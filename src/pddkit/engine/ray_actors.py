@@ -47,10 +47,10 @@ class StatsWorker:
             self._built = self.spec.build()
         return self._built
 
-    def use(self, spec: BackendSpec) -> None:
-        """Serve `spec` from now on (another model, or the same): a backend built for
-        another spec is dropped and its memory freed before the new one is built, when first
-        asked, in this same process (its interpreter, imports and threads kept)."""
+    def use(self, spec: BackendSpec | None) -> None:
+        """Serve `spec` from now on (None: nothing, waiting): a backend built for another
+        spec is dropped and its memory freed before the new one is built, when first asked,
+        in this same process (its interpreter, imports and threads kept)."""
         if spec == self.spec:
             return
         self.spec, self._built = spec, None
@@ -115,9 +115,10 @@ class ActorPool:
         self.ray.kill(self.actors[slot], no_restart=True)
         self.actors[slot] = self._new()
 
-    def switch(self, spec: BackendSpec) -> None:
+    def switch(self, spec: BackendSpec | None) -> None:
         """The same actors serve `spec` from now on (StatsWorker.use: the old model freed
-        first, so a device never holds both); an actor found dead is replaced."""
+        first, so a device never holds both; None: no model, idle); an actor found dead is
+        replaced."""
         self.spec = spec
         refs = [actor.use.remote(spec) for actor in self.actors]
         for slot, ref in enumerate(refs):

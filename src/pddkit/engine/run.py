@@ -149,10 +149,12 @@ def pass_texts(given: Given, planned: Planned, held: HeldOut) -> Passed:
         run_passes(ctx, plan.passes())
         failed = False
     finally:
-        for b in opened:  # the statistics cache writes what it holds
-            if hasattr(b, "store"):
-                b.close()
-        executor.close(failed=failed)  # the Ray engine's actors stop (or wait: keep_actors)
+        try:
+            for b in opened:  # the statistics cache writes what it holds
+                if hasattr(b, "store"):
+                    b.close()
+        finally:
+            executor.close(failed=failed)  # the Ray engine's actors stop (or wait: keep_actors)
     return Passed(ctx, tuple(opened))
 
 
