@@ -107,8 +107,8 @@ def _blind_baseline_inline_beside_other_workers(request, monkeypatch):
     """With parallel workers (make test: -n 2) no core is idle: a run's blind baseline (and
     one the sandbox starts before training) is fitted inline instead of in a child process
     (engine/blind_job.py `where_to_run`, `BlindJob.start`), which would only add an
-    interpreter's start and imports on a core another worker uses. Its
-    scores are the same either way (tests/test_blind_job.py, which keeps the default)."""
+    interpreter's start and imports on a core another worker uses. Its scores are the same
+    either way (tests/test_blind_job.py, which keeps the default)."""
     if os.environ.get("PYTEST_XDIST_WORKER") and request.path.name != "test_blind_job.py":
         from pddkit.engine import blind_job
 

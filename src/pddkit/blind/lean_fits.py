@@ -9,7 +9,10 @@ parameters) takes several. Here:
   scores from the highest down, collinear points dropped as `roc_curve`'s
   `drop_intermediate` does) and the trapezoid area under them, the same operations on the
   same numbers, so the same float (compared over tied and untied scores in
-  tests/test_blind_lean_fits.py), which decides the hyperparameter a grid keeps;
+  tests/test_blind_lean_fits.py), which decides the hyperparameter a grid keeps (not
+  evaluation/metrics.py `roc_points`: it keeps every point and divides before any would be
+  dropped, and its trapezoid differs from scikit-learn's in the last bits, which can turn
+  a tie between two grid values);
 - `naive_bayes_log_odds`: `MultinomialNB(alpha).fit(X, y).predict_joint_log_proba(Xt)`
   (class 1 minus class 0), the counts, smoothing and log-likelihoods written out;
 - `lean_sklearn()`: a context in which scikit-learn skips its parameter validation and

@@ -62,9 +62,9 @@ def keep_actors() -> Iterator[None]:
     """Within this context a run's Ray actors outlive it, their model freed, and the next
     run with as many actors, GPUs per actor and threads takes them over (their interpreters
     and imports kept; the model loaded anew, so a folder rewritten between two runs is read
-    as it is now); they stop when a run needs
-    actors of another shape (whose CPUs or GPUs they hold) and when the context closes.
-    Outside it (the default), each run stops its actors when it ends."""
+    as it is now); they stop when a run needs actors of another shape (whose CPUs or GPUs
+    they hold) and when the context closes. Outside it (the default), each run stops its
+    actors when it ends."""
     global _parked
     if _parked is not None:  # nested: the outer context keeps them
         yield
