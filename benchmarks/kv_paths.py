@@ -125,6 +125,7 @@ def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_text
     import torch
     from stats_pass import make_ids, make_model, make_runner, versions
 
+    from pddkit.backends.kv_agreement import dtype_atol
     from pddkit.engine.infill_pass import variants
 
     torch.set_num_threads(threads)
@@ -175,7 +176,8 @@ def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_text
                "peak_mb": peak, "peak_of": "torch.cuda.max_memory_allocated" if cuda
                else "ru_maxrss (the process)", "batch_size": batch_size, "threads": threads,
                "prefix_tokens": prefix_tokens if path == "prefix" else None,
-               "variants": variants_n, **versions()}
+               "variants": variants_n,  # HFBackend's tolerance for this dtype:
+               "pddkit_check_atol": dtype_atol(getattr(torch, dtype)), **versions()}
     if cuda:
         figures["gpu"] = torch.cuda.get_device_name()
     if variant == "shared":  # after the clock: would pddkit's one-off check keep this path?
@@ -253,13 +255,8 @@ def main() -> None:
     if a.variant:
         print(json.dumps(measure(a.path, a.variant, arrays=a.arrays, **common)))
         return
-    import tempfile
+    import tempfile  # this process imports no torch (its start costs seconds): the variants do
 
-    import torch
-
-    from pddkit.backends.kv_agreement import dtype_atol
-
-    check_atol = dtype_atol(getattr(torch, a.dtype))  # HFBackend's tolerance for this dtype
     runs, arrays = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for variant in ("shared", "plain"):
@@ -276,6 +273,7 @@ def main() -> None:
             with np.load(file) as f:
                 arrays[variant] = {k: f[k] for k in f.files}
     shared, plain = runs["shared"], runs["plain"]
+    check_atol = plain["pddkit_check_atol"]
     summary = {"path": a.path, "shape": a.shape, "dtype": a.dtype, "device": a.device,
                "speedup": plain["seconds"] / shared["seconds"],
                "pddkit_check_keeps_shared": shared["pddkit_check_keeps_shared"],

@@ -219,14 +219,35 @@ SLOW_FIXTURES = {"toy_world", "toy_lm", "mask_model_dir", "corpus_file", "llama_
                  "family_lm", "bos_ne_eos", "no_bos", "result", "local_ray"}
 
 
+# the test files whose tests run the Ray engine (the local_ray fixture): `make test` hands
+# them to one worker as one unit, so that one local Ray starts in the session, not one per
+# worker, and the actors a test's run leaves (keep_actors) serve the next file's run too
+RAY_FILES = ("test_ray_engine.py", "test_camia_run.py", "test_emmia.py", "test_infill.py",
+             "test_recall.py", "test_samia.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with RAY_FILES one unit (xdist's scheduler hook; the controller
+    loads this file before it schedules)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class RayFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "ray engine files" if Path(scope).name in RAY_FILES else scope
+
+    return RayFilesTogether(config, log)
+
+
 # the test files that take longest, longest first (`make test --durations`, 2026-11-27):
 # `make test` hands whole files to its two workers in collection order
 # (--dist loadfile --no-loadscope-reorder), so these start first and the two workers end
 # together, instead of one running a 2-minute file alone at the end
-HEAVY_FIRST = ("test_ray_engine.py", "test_corpus.py", "test_sandbox.py", "test_compare.py",
-               "test_infer.py", "test_benchmark_scripts.py", "test_camia_run.py",
-               "test_cache_memo.py", "test_llama_server.py", "test_blind_scale.py", "test_cli.py",
-               "test_probe.py", "test_openai_backend.py", "test_blind_job.py",
+HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_sandbox.py", "test_compare.py",
+               "test_infer.py", "test_benchmark_scripts.py", "test_cache_memo.py",
+               "test_llama_server.py", "test_blind_scale.py", "test_cli.py", "test_probe.py", "test_openai_backend.py", "test_blind_job.py",
                "test_validation.py", "test_neighbor.py", "test_run_index.py",
                "test_run_inputs.py", "test_contamination.py", "test_acmia.py", "test_cache.py",
                "test_blind.py", "test_document_level.py")
@@ -236,5 +257,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if "local_ray" in getattr(item, "fixturenames", ()) and item.path.name not in RAY_FILES:
+            raise pytest.UsageError(f"{item.nodeid} starts Ray: add {item.path.name} to "
+                                    "RAY_FILES in tests/conftest.py")
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest in order
