@@ -222,8 +222,8 @@ SLOW_FIXTURES = {"toy_world", "toy_lm", "mask_model_dir", "corpus_file", "llama_
 # the test files whose tests run the Ray engine (the local_ray fixture): `make test` hands
 # them to one worker as one unit, so that one local Ray starts in the session, not one per
 # worker, and the actors a test's run leaves (keep_actors) serve the next file's run too
-RAY_FILES = ("test_ray_engine.py", "test_camia_run.py", "test_emmia.py", "test_infill.py",
-             "test_recall.py", "test_samia.py")
+RAY_FILES = ("test_camia_run.py", "test_ray_engine.py", "test_emmia.py", "test_infill.py",
+             "test_recall.py", "test_samia.py")  # the first trains the toy world
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -244,11 +244,13 @@ def pytest_xdist_make_scheduler(config, log):
 # the test files that take longest, longest first (`make test --durations`, 2026-11-27):
 # `make test` hands whole files to its two workers in collection order
 # (--dist loadfile --no-loadscope-reorder), so these start first and the two workers end
-# together, instead of one running a 2-minute file alone at the end
-HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_sandbox.py", "test_compare.py",
-               "test_infer.py", "test_benchmark_scripts.py", "test_cache_memo.py",
-               "test_llama_server.py", "test_blind_scale.py", "test_cli.py", "test_probe.py", "test_openai_backend.py", "test_blind_job.py",
-               "test_validation.py", "test_neighbor.py", "test_run_index.py",
+# together, instead of one running a 2-minute file alone at the end. The Ray files' worker
+# trains the toy world (shared_build, ~1 minute) while the other runs the two heavy files
+# that do not need it (test_corpus, test_compare), so that neither waits on the other's lock
+HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_compare.py", "test_sandbox.py", "test_infer.py",
+               "test_benchmark_scripts.py", "test_cache_memo.py", "test_llama_server.py",
+               "test_blind_scale.py", "test_cli.py", "test_probe.py", "test_openai_backend.py",
+               "test_blind_job.py", "test_validation.py", "test_neighbor.py", "test_run_index.py",
                "test_run_inputs.py", "test_contamination.py", "test_acmia.py", "test_cache.py",
                "test_blind.py", "test_document_level.py")
 
