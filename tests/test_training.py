@@ -54,3 +54,25 @@ def test_pre_training_is_the_plain_loop_to_the_last_bit():
     assert len(history) == 3 and len(losses) > 3 * 2
     for (name, a), (_, b) in zip(ours.named_parameters(), plain.named_parameters()):
         assert torch.equal(a, b), name
+
+
+def test_dropout_is_gpt2s_unless_set_and_zero_means_none():
+    """GPT-2's released configuration drops 10% (residual, embedding, attention); dropout=0
+    leaves no dropout anywhere: in training mode two forwards give the same logits."""
+    tok = train_bpe_tokenizer(gutenberg_paragraphs(12), vocab_size=300)
+    default = build_gpt2(tok, n_layer=1, n_embd=32, n_positions=64)
+    assert (default.config.resid_pdrop, default.config.embd_pdrop,
+            default.config.attn_pdrop) == (0.1, 0.1, 0.1)
+    none = build_gpt2(tok, n_layer=1, n_embd=32, n_positions=64, dropout=0.0)
+    assert (none.config.resid_pdrop, none.config.embd_pdrop, none.config.attn_pdrop) == (0, 0, 0)
+    assert all(m.p == 0 for m in none.modules() if isinstance(m, torch.nn.Dropout))
+    ids = torch.arange(1, 41).reshape(2, 20)
+    for model, same in ((none, True), (default, False)):
+        model.train()
+        torch.manual_seed(0)
+        a = model(input_ids=ids).logits
+        b = model(input_ids=ids).logits
+        assert torch.equal(a, b) == same
+    # the same initial weights either way (dropout draws nothing at initialisation)
+    for (name, a), (_, b) in zip(default.named_parameters(), none.named_parameters()):
+        assert torch.equal(a, b), name

@@ -48,15 +48,20 @@ def gpt2_tokenizer(vocab_dir: str | Path):
 
 
 def build_gpt2(tokenizer, n_layer: int = 2, n_embd: int = 64, n_head: int = 2,
-               n_positions: int = 256, seed: int = 0):
-    """A randomly initialised GPT-2-shaped causal LM sized to `tokenizer`."""
+               n_positions: int = 256, seed: int = 0, dropout: float = 0.1):
+    """A randomly initialised GPT-2-shaped causal LM sized to `tokenizer`. `dropout`: GPT-2's
+    0.1 (residual, embedding and attention) by default; 0 as today's pre-training runs train
+    (Pythia, OLMo, Llama), and faster: no random masks, and attention without dropout runs
+    PyTorch's fused kernel (a training step of a 2 x 64 model on 12 x 512 tokens: 0.47 s
+    instead of 0.85 s on one CPU thread, 2026-11-27)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
     cfg = GPT2Config(vocab_size=len(tokenizer), n_positions=n_positions, n_embd=n_embd,
                      n_layer=n_layer, n_head=n_head, bos_token_id=tokenizer.bos_token_id,
-                     eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+                     eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                     resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout)
     return GPT2LMHeadModel(cfg)
 
 
