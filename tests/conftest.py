@@ -227,6 +227,7 @@ RAY_FILES = ("test_camia_run.py", "test_ray_engine.py", "test_emmia.py", "test_i
              "test_recall.py", "test_samia.py")  # the first trains the toy world
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (-p no:xdist) knows no such hook
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile, with RAY_FILES one unit (xdist's scheduler hook; the controller
     loads this file before it schedules)."""
