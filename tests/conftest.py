@@ -243,12 +243,13 @@ def pytest_xdist_make_scheduler(config, log):
     return RayFilesTogether(config, log)
 
 
-# the test files that take longest, longest first (`make test --durations`, 2026-11-27):
-# `make test` hands whole files to its two workers in collection order
+# the Ray unit first, then the test files that take longest, longest first (`make test
+# --durations`, 2026-11-27): `make test` hands whole files to its two workers in collection order
 # (--dist loadfile --no-loadscope-reorder), so these start first and the two workers end
 # together, instead of one running a 2-minute file alone at the end. The Ray files' worker
 # trains the toy world (shared_build, ~1 minute) while the other runs the two heavy files
-# that do not need it (test_corpus, test_compare), so that neither waits on the other's lock
+# that do not need it (test_corpus, test_compare), so that normally neither waits on the
+# other's lock
 HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_compare.py", "test_sandbox.py", "test_infer.py",
                "test_benchmark_scripts.py", "test_cache_memo.py", "test_llama_server.py",
                "test_blind_scale.py", "test_cli.py", "test_probe.py", "test_openai_backend.py",
@@ -257,12 +258,17 @@ HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_compare.py", "test_sandbox.py
                "test_blind.py", "test_document_level.py")
 
 
+def pytest_runtest_setup(item):
+    """A test that starts Ray in a file outside RAY_FILES fails with one sentence (here, not
+    at collection: a worker's collection error reaches xdist's controller without its text)."""
+    if "local_ray" in getattr(item, "fixturenames", ()) and item.path.name not in RAY_FILES:
+        pytest.fail(f"{item.nodeid} starts Ray: add {item.path.name} to RAY_FILES in "
+                    "tests/conftest.py", pytrace=False)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-        if "local_ray" in getattr(item, "fixturenames", ()) and item.path.name not in RAY_FILES:
-            raise pytest.UsageError(f"{item.nodeid} starts Ray: add {item.path.name} to "
-                                    "RAY_FILES in tests/conftest.py")
     rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest in order
