@@ -176,8 +176,9 @@ def measure(path: str, variant: str, shape: str, device: str, dtype: str, n_text
                "peak_mb": peak, "peak_of": "torch.cuda.max_memory_allocated" if cuda
                else "ru_maxrss (the process)", "batch_size": batch_size, "threads": threads,
                "prefix_tokens": prefix_tokens if path == "prefix" else None,
-               "variants": variants_n,  # HFBackend's tolerance for this dtype:
-               "pddkit_check_atol": dtype_atol(getattr(torch, dtype)), **versions()}
+               "variants": variants_n,
+               "pddkit_check_atol": dtype_atol(getattr(torch, dtype)),  # HFBackend's, this dtype
+               **versions()}
     if cuda:
         figures["gpu"] = torch.cuda.get_device_name()
     if variant == "shared":  # after the clock: would pddkit's one-off check keep this path?

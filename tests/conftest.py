@@ -126,8 +126,9 @@ def _blind_baseline_inline_beside_other_workers(request, monkeypatch):
 
 @pytest.fixture(scope="session")
 def local_ray():
-    """One local Ray (2 CPUs) per test session (per xdist worker), started on first use and
-    shared by every test that runs the Ray engine: `ray.init` and `ray.shutdown` cost about
+    """One local Ray (2 CPUs) per test session (per xdist worker; `make test` gives every
+    RAY_FILES file to one worker), started on first use and shared by every test that runs
+    the Ray engine: `ray.init` and `ray.shutdown` cost about
     5-10 s on 2 cores, once instead of once per test file. RayExecutor finds it running
     and uses it (its own `ray.init` is skipped when Ray is initialised)."""
     ray = pytest.importorskip("ray")  # installed by `make test` (the test extra)
