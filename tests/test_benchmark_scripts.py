@@ -199,3 +199,44 @@ def test_the_gpu_script_runs_its_code_paths_on_the_cpu(tmp_path):
     md = (tmp_path / "gpu.md").read_text()
     assert "cpu (smoke" in md and meta["torch"] in md and "tiny-llama" in md
     assert "| infill-tiny-llama | 0 |" in md
+
+
+def test_the_suite_cpu_plugin_counts_outer_calls_per_test(tmp_path):
+    """benchmarks/suite_cpu.py inside a pytest run of two tests: one calls `burn` twice (each
+    call recursing once: two outer calls), the other never; `burn` spins for 0.2 s of
+    process CPU, so the first test's seconds lie between 0.4 s and what its calls could
+    take at most."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "burnmod.py").write_text(
+        "import time\n"
+        "def burn(inner=True):\n"
+        "    if inner:\n"
+        "        return burn(False)\n"
+        "    t = time.process_time()\n"
+        "    while time.process_time() - t < 0.2:\n"
+        "        pass\n")
+    (tmp_path / "test_two.py").write_text(
+        "import burnmod\n"
+        "from burnmod import burn\n"
+        "def test_burns():\n    burn(); burnmod.burn()\n"
+        "def test_idle():\n    assert True\n")
+    bench = Path(__file__).parent.parent / "benchmarks"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(bench), str(tmp_path)]),
+           "SUITE_CPU_FUNCTIONS": "burnmod:burn", "SUITE_CPU_DIR": str(tmp_path)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p",
+                           "no:randomly", "-p", "no:cacheprovider", "test_two.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads((tmp_path / "suite-cpu-main.json").read_text())
+    assert data["calls"] == {"test_two.py::test_burns": {"burnmod:burn": 2}}
+    seconds = data["seconds"]["test_two.py::test_burns"]["burnmod:burn"]
+    assert 0.4 <= seconds < 0.4 + 0.2 and data["cpu_s"] > seconds
+    text = subprocess.run([sys.executable, str(bench / "suite_cpu.py"),
+                           str(tmp_path / "suite-cpu-main.json")],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "2 calls  burnmod:burn" in text and "test_two.py::test_burns" in text
