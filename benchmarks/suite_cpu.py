@@ -8,8 +8,11 @@ functions (outermost calls only, process CPU time) in each pytest process, per t
 Each pytest process writes SUITE_CPU_DIR/suite-cpu-<worker>.json (default: the current
 folder): its total CPU seconds and, per test, the seconds and calls of each function in
 SUITE_CPU_FUNCTIONS ("module:function" or "module:Class.method", comma-separated; default
-FUNCTIONS). Work done in child processes (a `pddkit run` in a subprocess, the blind
-baseline's child, Ray actors) is not counted: only the pytest processes' own CPU.
+FUNCTIONS). The seconds are the process's CPU while the function runs (torch's and BLAS's
+threads included), so a function running beside another on a thread (the blind baseline
+beside a served model's passes) counts in both. Work done in child processes (a `pddkit
+run` in a subprocess, the blind baseline's child, Ray actors) is not counted: only the
+pytest processes' own CPU.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import functools
 import importlib
 import json
 import os
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,19 +36,21 @@ FUNCTIONS = ("pddkit.sandbox.training:train_causal_lm",
 _test: list[str | None] = [None]
 _seconds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 _calls: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-_depth: collections.Counter = collections.Counter()
+_local = threading.local()  # each thread's depth per function: only outermost calls count
 
 
 def _timed(key: str, fn):
+    """`fn` that adds its outermost calls' CPU seconds to the current test's `key`."""
     @functools.wraps(fn)
     def timed(*args, **kwargs):
-        _depth[key] += 1
+        depth = _local.__dict__.setdefault("depth", collections.Counter())
+        depth[key] += 1
         t0 = time.process_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            _depth[key] -= 1
-            if _depth[key] == 0:  # a recursive or nested call is inside its outer one
+            depth[key] -= 1
+            if depth[key] == 0:  # a recursive or nested call is inside its outer one
                 _seconds[_test[0] or "(outside tests)"][key] += time.process_time() - t0
                 _calls[_test[0] or "(outside tests)"][key] += 1
     return timed
@@ -58,14 +65,24 @@ def pytest_configure(config) -> None:
         *path, attr = name.split(".")
         for part in path:
             owner = getattr(owner, part)
-        setattr(owner, attr, _timed(spec.strip(), getattr(owner, attr)))
+        original = getattr(owner, attr)
+        timed = _timed(spec.strip(), original)
+        setattr(owner, attr, timed)
+        if not path:  # modules that already imported it by name get the wrapper too
+            for module_ in list(sys.modules.values()):
+                names = getattr(module_, "__dict__", {})
+                for k, v in list(names.items()):
+                    if v is original:
+                        setattr(module_, k, timed)
 
 
 def pytest_runtest_setup(item) -> None:
+    """The test the next calls count for."""
     _test[0] = item.nodeid
 
 
 def pytest_unconfigure(config) -> None:
+    """This process's figures to SUITE_CPU_DIR."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     out = Path(os.environ.get("SUITE_CPU_DIR", ".")) / f"suite-cpu-{worker}.json"
     out.write_text(json.dumps({"cpu_s": time.process_time(), "seconds": _seconds,

@@ -205,7 +205,9 @@ def test_the_suite_cpu_plugin_counts_outer_calls_per_test(tmp_path):
     """benchmarks/suite_cpu.py inside a pytest run of two tests: one calls `burn` twice (each
     call recursing once: two outer calls), the other never; `burn` spins for 0.2 s of
     process CPU, so the first test's seconds lie between 0.4 s and what its calls could
-    take at most."""
+    take at most. `spin` is counted too, though a module imported it by name before the
+    plugin wrapped it (`early`, which the folder's conftest.py imports: conftests load
+    before pytest_configure): the plugin rebinds such names."""
     import json
     import os
     import subprocess
@@ -218,25 +220,32 @@ def test_the_suite_cpu_plugin_counts_outer_calls_per_test(tmp_path):
         "        return burn(False)\n"
         "    t = time.process_time()\n"
         "    while time.process_time() - t < 0.2:\n"
-        "        pass\n")
+        "        pass\n"
+        "def spin():\n"
+        "    burn(False)\n")
+    (tmp_path / "early.py").write_text("from burnmod import spin\n")
+    (tmp_path / "conftest.py").write_text("import early  # noqa\n")
     (tmp_path / "test_two.py").write_text(
         "import burnmod\n"
         "from burnmod import burn\n"
         "def test_burns():\n    burn(); burnmod.burn()\n"
-        "def test_idle():\n    assert True\n")
+        "def test_idle():\n    assert True\n"
+        "def test_early():\n    import early\n    early.spin()\n")
     bench = Path(__file__).parent.parent / "benchmarks"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(bench), str(tmp_path)]),
-           "SUITE_CPU_FUNCTIONS": "burnmod:burn", "SUITE_CPU_DIR": str(tmp_path)}
+           "SUITE_CPU_FUNCTIONS": "burnmod:burn,burnmod:spin", "SUITE_CPU_DIR": str(tmp_path)}
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p",
                            "no:randomly", "-p", "no:cacheprovider", "test_two.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads((tmp_path / "suite-cpu-main.json").read_text())
-    assert data["calls"] == {"test_two.py::test_burns": {"burnmod:burn": 2}}
+    assert data["calls"] == {"test_two.py::test_burns": {"burnmod:burn": 2},
+                             "test_two.py::test_early": {"burnmod:spin": 1, "burnmod:burn": 1}}
     seconds = data["seconds"]["test_two.py::test_burns"]["burnmod:burn"]
     assert 0.4 <= seconds < 0.4 + 0.2 and data["cpu_s"] > seconds
     text = subprocess.run([sys.executable, str(bench / "suite_cpu.py"),
                            str(tmp_path / "suite-cpu-main.json")],
                           capture_output=True, text=True, timeout=60, check=True).stdout
-    assert "2 calls  burnmod:burn" in text and "test_two.py::test_burns" in text
+    assert "3 calls  burnmod:burn" in text and "1 calls  burnmod:spin" in text
+    assert "test_two.py::test_burns" in text
