@@ -248,7 +248,7 @@ def pytest_xdist_make_scheduler(config, log):
 # --durations`, 2026-11-27): `make test` hands whole files to its two workers in collection order
 # (--dist loadfile --no-loadscope-reorder), so these start first and the two workers end
 # together, instead of one running a 2-minute file alone at the end. The Ray files' worker
-# trains the toy world (shared_build, ~1 minute) while the other runs the two heavy files
+# trains the toy world (shared_build, ~40 s) while the other runs the two heavy files
 # that do not need it (test_corpus, test_compare), so that normally neither waits on the
 # other's lock
 HEAVY_FIRST = (*RAY_FILES, "test_corpus.py", "test_compare.py", "test_sandbox.py", "test_infer.py",
